@@ -1,0 +1,42 @@
+# P-Mem — `make run` brings everything up; `make test` runs the whole suite.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+TEST_DATA_DIR := $(CURDIR)/var/test
+
+.PHONY: run test install lint browser-deps bench clean stop
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	npm ci --silent --no-audit --no-fund
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/python -m pmem_site.run
+
+# Debian's Chromium for the browser tests (Playwright drives it; it never downloads one).
+browser-deps:
+	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+test: install browser-deps
+	@status=0; \
+	PMEM_DATA_DIR=$(TEST_DATA_DIR) $(BIN)/python -m pytest $(PYTEST_ARGS) || status=$$?; \
+	PMEM_DATA_DIR=$(TEST_DATA_DIR) $(BIN)/python -m pmem_site.embedded stop; \
+	exit $$status
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/python manage.py pmem_bench alfworld-revision --cases 20
+
+stop:
+	$(BIN)/python -m pmem_site.embedded stop
+
+clean: stop
+	rm -rf var $(VENV) node_modules

@@ -1,0 +1,1 @@
+"""Runners over downloaded conversational datasets (LongMemEval, LoCoMo); both need a model."""

@@ -1,0 +1,1 @@
+"""Seeded, pure-Python generators of the paper's benchmark inputs (no Django import)."""

@@ -1,0 +1,168 @@
+"""Value objects of the provenance graph: statuses, operation requests, cell states, effects."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class Status(StrEnum):
+    ACTIVE = "active"
+    CONTESTED = "contested"
+    ALTERNATIVE = "alternative"
+    SUPERSEDED = "superseded"
+    CONTRADICTED = "contradicted"
+    REVOKED = "revoked"
+
+
+#: A version with one of these statuses is its key's head (at most one per key).
+HEAD_STATUSES = frozenset({Status.ACTIVE, Status.CONTESTED})
+#: Statuses that rollback walks past: the version was recorded wrong or retracted.
+RETRACTED_STATUSES = frozenset({Status.REVOKED, Status.CONTRADICTED})
+#: Statuses whose validity interval is open.
+OPEN_STATUSES = frozenset({Status.ACTIVE, Status.CONTESTED, Status.ALTERNATIVE})
+
+
+class OpType(StrEnum):
+    ACCEPT = "accept"
+    CONTEST = "contest"
+    REJECT = "reject"
+    REVOKE = "revoke"
+    RESOLVE = "resolve"
+    NOOP = "noop"
+
+
+class InvalidOperation(Exception):
+    """An operation that is not defined in the cell's current state (SPEC §3 'invalid')."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+_WS = re.compile(r"\s+")
+_KEY_JUNK = re.compile(r"[^0-9a-z]+")
+
+
+def normalize_value(value: str) -> str:
+    """Values compare after whitespace and case normalisation (SPEC §3)."""
+    return _WS.sub(" ", unicodedata.normalize("NFKC", value)).strip().casefold()
+
+
+def same_value(a: str, b: str) -> bool:
+    return normalize_value(a) == normalize_value(b)
+
+
+def normalize_key(key: str) -> str:
+    """Canonical key form: lower-case snake_case ASCII letters and digits."""
+    folded = unicodedata.normalize("NFKD", key).encode("ascii", "ignore").decode().lower()
+    return _KEY_JUNK.sub("_", folded).strip("_")
+
+
+#: Placeholder id for the version an operation creates (it has no id until stored).
+NEW = -1
+
+
+@dataclass(frozen=True)
+class VersionView:
+    """What the state machine needs to know of one version."""
+
+    id: int
+    value: str
+    status: Status
+    supersedes_id: int | None = None
+
+
+@dataclass(frozen=True)
+class CellState:
+    """A cell as the state machine sees it.
+
+    ``predecessors`` is the head's ``supersedes`` chain, nearest first, as far as the first
+    version that is neither revoked nor contradicted (that is all rollback can need).
+    ``target`` is the version an operation names by id when it is not the head or an
+    alternative (revoke of a closed version).
+    """
+
+    head: VersionView | None = None
+    alternatives: tuple[VersionView, ...] = ()  # oldest first
+    predecessors: tuple[VersionView, ...] = ()
+    target: VersionView | None = None
+
+    @property
+    def state(self) -> str:
+        if self.head is None:
+            return "empty"
+        return "contested" if self.head.status == Status.CONTESTED else "active"
+
+
+@dataclass(frozen=True)
+class OpRequest:
+    op: OpType
+    value: str | None = None
+    version_id: int | None = None
+
+
+# --- effects: what the store must do, in order -------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    value: str
+    status: Status
+    supersedes_id: int | None = None
+    alternative_of_id: int | None = None
+
+
+@dataclass(frozen=True)
+class Retype:
+    """Set a version's status; the store closes or reopens its validity interval to match."""
+
+    version_id: int
+    status: Status
+
+
+@dataclass(frozen=True)
+class LinkSupersedes:
+    """An existing version (a promoted alternative) supersedes the former head."""
+
+    version_id: int
+    supersedes_id: int
+
+
+@dataclass(frozen=True)
+class Support:
+    version_id: int
+
+
+@dataclass(frozen=True)
+class Tombstone:
+    version_id: int
+
+
+@dataclass(frozen=True)
+class Reinstate:
+    """A retained predecessor becomes the head again; logged as its own operation."""
+
+    version_id: int
+    status: Status
+
+
+Effect = NewVersion | Retype | LinkSupersedes | Support | Tombstone | Reinstate
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The result of one operation on one cell.
+
+    ``applied`` is False when the operation acted as a noop (support only, or nothing).
+    ``head_id`` is the head after the operation: a version id, :data:`NEW`, or None (empty).
+    """
+
+    op: OpType
+    effects: tuple[Effect, ...]
+    head_id: int | None
+    applied: bool = True
+    note: str = ""
+    touched: tuple[int, ...] = field(default=())

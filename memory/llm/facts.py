@@ -1,0 +1,32 @@
+"""The unit that extraction produces and annotation consumes: one keyed fact."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: How an observation states a value (paper A.4). Anything else is read as ``asserted``.
+ASSERTIONS: tuple[str, ...] = ("asserted", "hedged", "reported", "withdrawn")
+
+#: The typed operations of SPEC §3, in the vocabulary the model answers in.
+OPS: tuple[str, ...] = ("accept", "contest", "reject", "revoke", "resolve", "noop")
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One keyed fact extracted from an observation.
+
+    ``key`` is canonical (``memory.domain.normalize_key``), ``value`` verbatim. ``assertion`` is
+    one of :data:`ASSERTIONS`; ``withdrawn`` means the value was reported in error. ``op`` is an
+    optional hint from a rule pattern (``contest``, ``resolve``, ...); None lets annotation decide.
+    """
+
+    key: str
+    value: str
+    assertion: str = "asserted"
+    op: str | None = None
+
+
+def coerce_assertion(value: object) -> str:
+    """An assertion from untrusted input: known values pass, anything else is ``asserted``."""
+    text = str(value).strip().lower() if value is not None else ""
+    return text if text in ASSERTIONS else "asserted"

@@ -1,0 +1,53 @@
+"""Soft key identity: one one-word model call, shown ONLY the two key names (SPEC §5.3).
+
+Values are never shown: equal values recur across distinct keys, and showing them collapses the
+merge decision (paper §3.3). Embedding the candidate key and gating on cosine is the caller's job.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from . import prompts
+from .client import ModelClient
+
+_ANSWER = re.compile(r"^\W*(same|different)\W*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class IdentityResult:
+    """``same`` is True/False for a clear one-word answer, None otherwise (callers treat None
+    as different: a fork is recoverable, a wrong merge silently overwrites another key)."""
+
+    same: bool | None
+    raw: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+
+
+def parse_same_different(raw: str) -> bool | None:
+    """'same' -> True, 'different' -> False (any case, surrounding punctuation and whitespace
+    tolerated); anything else -> None."""
+    found = _ANSWER.match(raw.strip())
+    if found is None:
+        return None
+    return found.group(1).lower() == "same"
+
+
+def confirm_same_key(client: ModelClient, candidate_key: str, existing_key: str) -> IdentityResult:
+    """Ask whether ``candidate_key`` names the same attribute as ``existing_key``. Never raises
+    on model or network faults (then ``same`` is None and ``error`` is set)."""
+    result = client.chat_text(messages=prompts.identity_messages(candidate_key, existing_key))
+    same = parse_same_different(result.raw) if result.error is None else None
+    error = result.error
+    if error is None and same is None:
+        error = f"unparsable: {result.raw[:80]!r}"
+    return IdentityResult(
+        same=same,
+        raw=result.raw,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        error=error,
+    )

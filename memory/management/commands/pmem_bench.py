@@ -1,0 +1,90 @@
+"""``manage.py pmem_bench SCENARIO``: rerun one of the paper's experiments on this codebase."""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.test import override_settings
+
+
+def _ints(raw: str) -> tuple[int, ...]:
+    return tuple(int(x.replace("_", "")) for x in raw.split(",") if x.strip())
+
+
+class StderrBar:
+    """A one-line progress bar on stderr (no dependency; quiet when stderr is not a terminal
+    except for the final line)."""
+
+    def __init__(self, label: str, width: int = 30) -> None:
+        self.label = label
+        self.width = width
+        self.started = time.monotonic()
+        self.tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.tty and done < total:
+            return
+        filled = self.width * done // max(total, 1)
+        elapsed = time.monotonic() - self.started
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (self.width - filled)}] "
+                         f"{done}/{total} {elapsed:.0f}s")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+class Command(BaseCommand):
+    help = "Run a benchmark scenario (paper §4, Appendix B) and write JSON, Markdown and PNG."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        from bench.runners import SCENARIOS
+
+        parser.add_argument("scenario", choices=sorted(SCENARIOS))
+        parser.add_argument("--cases", type=int, default=None,
+                            help="cases per axis value (default 140); questions for datasets")
+        parser.add_argument("--out", type=Path, default=Path("bench/out"))
+        parser.add_argument("--model-url", default=None,
+                            help="OpenAI-compatible endpoint for this run (overrides "
+                                 "PMEM_LLM_BASE_URL)")
+        parser.add_argument("--L", dest="lengths", type=_ints, default=None,
+                            help="chain lengths, e.g. 1,2,4,8")
+        parser.add_argument("--d", dest="distances", type=_ints, default=None,
+                            help="retraction distances, e.g. 0,32")
+        parser.add_argument("--sizes", type=_ints, default=None,
+                            help="FactConsolidation stream sizes, e.g. 455,2310,4580,18332")
+        parser.add_argument("--questions", type=int, default=None,
+                            help="FactConsolidation questions per kind (default 100)")
+        parser.add_argument("--dataset", type=Path, default=None,
+                            help="dataset file for longmemeval / locomo")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        overrides = {"PMEM_LLM_BASE_URL": options["model_url"]} if options["model_url"] else {}
+        with override_settings(**overrides):
+            table = self._run(options)
+        self.stdout.write(table)
+
+    def _run(self, options: dict[str, Any]) -> str:
+        from bench import report
+        from bench.runners import SCENARIOS, RunConfig
+        from memory.llm.client import client_from_settings
+
+        scenario = options["scenario"]
+        config = RunConfig(run_id=f"{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}", out=options["out"],
+                           cases=options["cases"], dataset=options["dataset"],
+                           client=client_from_settings(), progress=StderrBar(scenario))
+        for name in ("lengths", "distances", "sizes"):
+            if options[name]:
+                setattr(config, name, options[name])
+        if options["questions"]:
+            config.questions = options["questions"]
+        if config.cases is not None and config.cases < 1:
+            raise CommandError("--cases must be at least 1")
+        run_config, results = SCENARIOS[scenario](config)
+        table = report.write(config.out, scenario, run_config, results)
+        self.stderr.write(f"wrote {config.out / scenario}.{{json,md,png}}")
+        return table

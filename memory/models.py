@@ -1,0 +1,272 @@
+"""The provenance graph in PostgreSQL (SPEC §1).
+
+Nodes: Namespace, Evidence, Cell (key), Version, Operation, Tombstone. Typed edges:
+``Version.supersedes`` (supersedes), ``Version.alternative_of`` (alternative_of),
+``SupportEdge`` (supported_by), ``Tombstone.version`` (revokes). Writes go through
+``memory.services``; these classes hold fields, constraints and indexes only.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from pgvector.django import HnswIndex, VectorField
+
+from memory.domain import Status
+
+EMBED_DIM = settings.PMEM_EMBED_DIM
+HEAD_Q = Q(status__in=[Status.ACTIVE, Status.CONTESTED])
+
+
+class Namespace(models.Model):
+    """One agent's (or user's) memory. ``next_seq`` hands out evidence ``seq`` under a row lock."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    next_seq = models.BigIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A person's role in a namespace for the explorer: a viewer sees, a reviewer may act."""
+
+    class Role(models.TextChoices):
+        VIEWER = "viewer"
+        REVIEWER = "reviewer"
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="members")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
+                             related_name="pmem_memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.VIEWER)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "user"], name="membership_once")]
+
+
+def _new_token() -> str:
+    return secrets.token_hex(20)
+
+
+class ApiToken(models.Model):
+    """An API token scoped to exactly one namespace."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="tokens")
+    key = models.CharField(max_length=64, unique=True, default=_new_token)
+    client = models.CharField(max_length=100, default="client")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.client}@{self.namespace_id}"
+
+
+class SourceTrust(models.Model):
+    """Trust level of an evidence source in a namespace (SPEC §8). Unlisted sources: 0."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="trust")
+    source = models.CharField(max_length=200)
+    level = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "source"], name="trust_once")]
+
+
+class Evidence(models.Model):
+    """One raw observation, stored before anything else happens (SPEC §5.1)."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        PROCESSING = "processing"
+        COMMITTED = "committed"
+        FAILED = "failed"
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="evidence")
+    seq = models.BigIntegerField()
+    text = models.TextField(blank=True, default="")
+    facts = models.JSONField(null=True, blank=True)  # structured facts as the client sent them
+    source = models.CharField(max_length=200, blank=True, default="")
+    observed_at = models.DateTimeField(null=True, blank=True)  # valid time
+    received_at = models.DateTimeField(auto_now_add=True)  # transaction time
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    actor = models.CharField(max_length=200, default="")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    error = models.TextField(blank=True, default="")
+    attempts = models.IntegerField(default=0)
+    # Extraction result, written once (compare-and-swap) so a redelivered task reuses it.
+    extracted = models.JSONField(null=True, blank=True)
+    committed_at = models.DateTimeField(null=True, blank=True)
+    chat_calls = models.IntegerField(default=0)
+    embed_calls = models.IntegerField(default=0)
+    prompt_tokens = models.IntegerField(default=0)
+    completion_tokens = models.IntegerField(default=0)
+    embedding = VectorField(dimensions=EMBED_DIM, null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["namespace", "seq"], name="evidence_seq_unique"),
+            models.UniqueConstraint(
+                fields=["namespace", "idempotency_key"], condition=Q(idempotency_key__isnull=False),
+                name="evidence_idempotency_unique",
+            ),
+        ]
+        indexes = [
+            # The commit drain asks for the lowest unsettled seq of a namespace.
+            models.Index(fields=["namespace", "seq"], condition=Q(state__in=["pending", "processing"]),
+                         name="evidence_unsettled_idx"),
+            HnswIndex(name="evidence_embedding_hnsw", fields=["embedding"], m=16,
+                      ef_construction=64, opclasses=["vector_cosine_ops"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"evidence {self.namespace_id}#{self.seq}"
+
+
+class Cell(models.Model):
+    """A key of a namespace: canonical name, head pointer, ``key: value`` embedding."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="cells")
+    key = models.CharField(max_length=255)
+    head = models.OneToOneField("Version", null=True, blank=True, on_delete=models.PROTECT,
+                                related_name="head_of")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # The text the embedding was computed from; a mismatch with ``key: head value`` marks
+    # the embedding stale (it is refreshed after commit, outside the write transaction).
+    embedded_text = models.TextField(blank=True, default="")
+    embedding = VectorField(dimensions=EMBED_DIM, null=True, blank=True)
+    key_embedding = VectorField(dimensions=EMBED_DIM, null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="cell_key_unique")]
+        indexes = [
+            HnswIndex(name="cell_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
+                      opclasses=["vector_cosine_ops"]),
+            HnswIndex(name="cell_key_embedding_hnsw", fields=["key_embedding"], m=16,
+                      ef_construction=64, opclasses=["vector_cosine_ops"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class KeyAlias(models.Model):
+    """Another name soft identity merged into a cell."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="aliases")
+    cell = models.ForeignKey(Cell, on_delete=models.CASCADE, related_name="aliases")
+    alias = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "alias"], name="alias_unique")]
+
+
+class Operation(models.Model):
+    """One applied typed operation (SPEC §1), including refused ones recorded as noop."""
+
+    class Type(models.TextChoices):
+        ACCEPT = "accept"
+        CONTEST = "contest"
+        REJECT = "reject"
+        REVOKE = "revoke"
+        RESOLVE = "resolve"
+        NOOP = "noop"
+        REINSTATE = "reinstate"  # the reopening of a predecessor by rollback (SPEC §4)
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="operations")
+    cell = models.ForeignKey(Cell, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="operations")
+    key = models.CharField(max_length=255)
+    type = models.CharField(max_length=16, choices=Type.choices)
+    requested = models.CharField(max_length=16, blank=True, default="")  # what was asked for
+    actor = models.CharField(max_length=200)
+    evidence = models.ForeignKey(Evidence, null=True, blank=True, on_delete=models.PROTECT,
+                                 related_name="operations")
+    seq = models.BigIntegerField(null=True, blank=True)  # the evidence seq, when there is one
+    version = models.ForeignKey("Version", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")  # the version it created or targeted
+    value = models.TextField(null=True, blank=True)
+    payload = models.JSONField(default=dict)  # the patch as applied, and its effects
+    reason = models.TextField(blank=True, default="")
+    raw_output = models.TextField(blank=True, default="")
+    prompt_tokens = models.IntegerField(default=0)
+    completion_tokens = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["namespace", "-id"], name="op_log_idx"),
+            models.Index(fields=["namespace", "key", "-id"], name="op_key_idx"),
+            models.Index(fields=["evidence"], name="op_evidence_idx"),
+        ]
+
+
+class Version(models.Model):
+    """One (key, value) pair. The value never changes; status and edges are re-typed."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="versions")
+    cell = models.ForeignKey(Cell, on_delete=models.CASCADE, related_name="versions")
+    value = models.TextField()
+    status = models.CharField(max_length=16, choices=[(s.value, s.value) for s in Status])
+    valid_from = models.DateTimeField()
+    valid_to = models.DateTimeField(null=True, blank=True)
+    support = models.IntegerField(default=0)
+    created_by = models.ForeignKey(Operation, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    supersedes = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="superseded_by")
+    alternative_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                       related_name="alternatives")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            # The functional key: at most one head per key, enforced by PostgreSQL.
+            models.UniqueConstraint(fields=["cell"], condition=HEAD_Q, name="one_head_per_key"),
+            models.CheckConstraint(
+                condition=Q(supersedes__isnull=True) | Q(supersedes__lt=models.F("id")),
+                name="supersedes_points_backward",
+            ),
+        ]
+        indexes = [models.Index(fields=["cell", "status"], name="version_cell_status_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.value} ({self.status})"
+
+
+class SupportEdge(models.Model):
+    """supported_by: this observation (or this person's operation) supports this value."""
+
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="support_edges")
+    evidence = models.ForeignKey(Evidence, null=True, blank=True, on_delete=models.PROTECT,
+                                 related_name="support_edges")
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        indexes = [models.Index(fields=["evidence"], name="support_evidence_idx")]
+
+
+class Tombstone(models.Model):
+    """Marks one revocation of one version (revokes edge → ``version``)."""
+
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="tombstones")
+    operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class EraseAudit(models.Model):
+    """What remains of a privacy erase (SPEC §6): who, when, which key — no content."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="erasures")
+    key = models.CharField(max_length=255)
+    actor = models.CharField(max_length=200)
+    versions_erased = models.IntegerField(default=0)
+    evidence_redacted = models.IntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)

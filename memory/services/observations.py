@@ -1,0 +1,261 @@
+"""Observations: store first, extract, then commit in ``seq`` order per namespace (SPEC §5).
+
+Life of an observation::
+
+    observation_record   one transaction: lock the namespace row, take the next seq, insert
+                         the evidence (state pending). Nothing else happens before it commits.
+    observation_extract  no transaction held: structured facts as given, else the rule
+                         extractor or the model. The result is stored once (compare-and-swap),
+                         so a redelivered task reuses it and never calls the model twice.
+    namespace_drain      one drainer per namespace (a session-level advisory lock, never held
+                         inside a transaction): take the lowest unsettled seq; if extracted,
+                         resolve keys and annotate (model calls, outside any transaction), then
+                         commit all its operations and mark it committed in ONE transaction.
+
+Extraction may finish in any order; commitment never reorders. A crash anywhere leaves the
+evidence pending or processing, and the next delivery or drain finishes it exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from memory.domain import OpType, normalize_key
+from memory.models import Evidence, Namespace, Operation
+
+from .graph import Applied, OpInput, apply_in_transaction
+
+log = logging.getLogger("pmem.observations")
+
+UNSETTLED = (Evidence.State.PENDING, Evidence.State.PROCESSING)
+_LOCK_CLASS = 0x504D  # "PM": the advisory-lock namespace of commit drains
+
+
+class ExtractionFailed(Exception):
+    """The model could not be reached (after its retries): the observation may be retried."""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    evidence: Evidence
+    created: bool  # False when an idempotency key replayed an earlier observation
+
+
+def observation_record(
+    *,
+    namespace: Namespace,
+    text: str = "",
+    facts: list[dict[str, Any]] | None = None,
+    source: str = "",
+    observed_at: datetime | None = None,
+    idempotency_key: str | None = None,
+    actor: str = "",
+) -> Recorded:
+    """Store an observation as evidence with its seq, in one transaction.
+
+    Holds the namespace row lock until commit, which makes seq strictly increasing in commit
+    order and makes the idempotency check race-free. A replayed ``idempotency_key`` returns
+    the first observation unchanged (``created=False``)."""
+    with transaction.atomic():
+        ns = Namespace.objects.select_for_update().get(pk=namespace.pk)
+        if idempotency_key:
+            first = Evidence.objects.filter(namespace=ns, idempotency_key=idempotency_key).first()
+            if first is not None:
+                return Recorded(first, created=False)
+        seq = ns.next_seq
+        Namespace.objects.filter(pk=ns.pk).update(next_seq=seq + 1)
+        evidence = Evidence.objects.create(
+            namespace=ns, seq=seq, text=text or "", facts=facts, source=source or "",
+            observed_at=observed_at, idempotency_key=idempotency_key or None, actor=actor,
+        )
+    return Recorded(evidence, created=True)
+
+
+# --- extraction -----------------------------------------------------------------------------
+
+
+def _fact_dict(key: str, value: str | None, *, op: str | None = None, version: int | None = None,
+               hard_commit: bool = False, assertion: str = "asserted") -> dict[str, Any]:
+    return {"key": key, "value": value, "op": op, "version": version, "hard_commit": hard_commit,
+            "assertion": assertion}
+
+
+def extract_facts(evidence: Evidence) -> dict[str, Any]:
+    """Keyed facts of an observation: the client's structured facts first, then what the
+    text yields (the model when one is configured, else the rule extractor). No DB access."""
+    from memory.llm import pipeline
+
+    facts = [
+        _fact_dict(f["key"], f.get("value"), op=f.get("op"), version=f.get("version"),
+                   hard_commit=bool(f.get("hard_commit")))
+        for f in (evidence.facts or [])
+    ]
+    result: dict[str, Any] = {"facts": facts, "extractor": "client" if facts else None,
+                              "chat_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    if evidence.text.strip():
+        extracted = pipeline.extract_text(evidence.text)
+        result["facts"] = facts + extracted.facts
+        result["extractor"] = extracted.extractor if not facts else f"client+{extracted.extractor}"
+        result["raw"] = extracted.raw
+        result["chat_calls"] += extracted.chat_calls
+        result["prompt_tokens"] += extracted.prompt_tokens
+        result["completion_tokens"] += extracted.completion_tokens
+        if extracted.error:
+            result["extraction_error"] = extracted.error
+    return result
+
+
+def observation_extract(*, evidence_id: int) -> bool:
+    """Extract once and store the result; returns False when the evidence is already settled.
+
+    Raises :class:`ExtractionFailed` when the model is unreachable, so the task can retry."""
+    evidence = Evidence.objects.get(pk=evidence_id)
+    if evidence.state not in UNSETTLED:
+        return False
+    if evidence.extracted is not None:
+        return True
+    result = extract_facts(evidence)  # model calls happen here, outside any transaction
+    if result.get("extraction_error", "").startswith("unreachable"):
+        raise ExtractionFailed(result["extraction_error"])
+    Evidence.objects.filter(pk=evidence_id, extracted__isnull=True, state__in=UNSETTLED).update(
+        extracted=result, state=Evidence.State.PROCESSING,
+        chat_calls=result["chat_calls"], prompt_tokens=result["prompt_tokens"],
+        completion_tokens=result["completion_tokens"],
+    )
+    return True
+
+
+def observation_fail(*, evidence_id: int, error: str) -> None:
+    """Mark an observation failed so it no longer holds back its namespace."""
+    Evidence.objects.filter(pk=evidence_id, state__in=UNSETTLED).update(
+        state=Evidence.State.FAILED, error=error[:2000])
+
+
+def observation_retry(*, evidence: Evidence) -> bool:
+    """Put a failed observation back in line. It keeps its seq and commits at the next drain
+    (after observations that committed while it was failed). Returns False if not failed."""
+    return bool(Evidence.objects.filter(pk=evidence.pk, state=Evidence.State.FAILED).update(
+        state=Evidence.State.PENDING, error="", extracted=None))
+
+
+# --- commitment in seq order ----------------------------------------------------------------
+
+
+def _try_lock(namespace_id: int) -> bool:
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_lock(%s, %s)", [_LOCK_CLASS, namespace_id])
+        return bool(cur.fetchone()[0])
+
+
+def _unlock(namespace_id: int) -> None:
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, namespace_id])
+
+
+def _next_unsettled(namespace_id: int) -> Evidence | None:
+    return (Evidence.objects.filter(namespace_id=namespace_id, state__in=UNSETTLED)
+            .order_by("seq").first())
+
+
+def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
+    """Commit every observation of the namespace that is next in seq order and extracted.
+
+    Only one drainer runs per namespace (``pg_try_advisory_lock``); a caller that does not
+    get the lock returns at once, because the holder re-checks after releasing it (so an
+    observation extracted meanwhile is never stranded). Returns how many it committed."""
+    assert not connection.in_atomic_block, "namespace_drain makes model calls: no transaction"
+    committed = 0
+    while True:
+        if not _try_lock(namespace_id):
+            return committed
+        try:
+            while limit is None or committed < limit:
+                evidence = _next_unsettled(namespace_id)
+                if evidence is None or evidence.extracted is None:
+                    break
+                try:
+                    observation_commit(evidence=evidence)
+                except Exception as exc:  # a bug must not hold the namespace back forever
+                    log.exception("commit of evidence %s failed", evidence.pk)
+                    observation_fail(evidence_id=evidence.pk,
+                                     error=f"commit failed: {type(exc).__name__}: {exc}")
+                committed += 1
+        finally:
+            _unlock(namespace_id)
+        evidence = _next_unsettled(namespace_id)
+        if evidence is None or evidence.extracted is None or (limit and committed >= limit):
+            return committed
+
+
+def observation_commit(*, evidence: Evidence) -> list[Applied]:
+    """Annotate (outside a transaction) and apply all facts of one extracted observation in
+    one transaction. The caller must hold the namespace's drain lock."""
+    from memory.llm import pipeline
+
+    facts = list((evidence.extracted or {}).get("facts", []))
+    plan = pipeline.plan_operations(namespace=evidence.namespace, facts=facts,
+                                    actor=evidence.actor)
+    with transaction.atomic():
+        locked = Evidence.objects.select_for_update().get(pk=evidence.pk)
+        if locked.state not in UNSETTLED:
+            return []  # a redelivered task lost the race: it was committed already
+        _register_aliases(locked.namespace, plan.aliases)
+        applied = [
+            apply_in_transaction(namespace=locked.namespace, item=item, actor=actor,
+                                 evidence=locked)
+            for item, actor in plan.items
+        ]
+        Evidence.objects.filter(pk=locked.pk).update(
+            state=Evidence.State.COMMITTED, committed_at=timezone.now(), error="",
+            chat_calls=locked.chat_calls + plan.chat_calls,
+            embed_calls=locked.embed_calls + plan.embed_calls,
+            prompt_tokens=locked.prompt_tokens + plan.prompt_tokens,
+            completion_tokens=locked.completion_tokens + plan.completion_tokens,
+        )
+    pipeline.after_commit(namespace=evidence.namespace, applied=applied)
+    return applied
+
+
+def _register_aliases(namespace: Namespace, aliases: list[tuple[str, str]]) -> None:
+    from memory.models import Cell, KeyAlias
+
+    for alias, canonical in aliases:
+        cell = Cell.objects.filter(namespace=namespace, key=canonical).first()
+        if cell is not None:
+            KeyAlias.objects.bulk_create([KeyAlias(namespace=namespace, cell=cell, alias=alias)],
+                                         ignore_conflicts=True)
+
+
+def observation_ingest(
+    *,
+    namespace: Namespace,
+    text: str | None = None,
+    facts: list[dict[str, Any]] | None = None,
+    source: str = "",
+    observed_at: datetime | None = None,
+    actor: str = "api:inline",
+) -> Evidence:
+    """Record and commit one observation in-process, through the same code the worker runs
+    (benchmarks, the demo loader, tests). Earlier unsettled observations commit first."""
+    recorded = observation_record(namespace=namespace, text=text or "", facts=facts,
+                                  source=source, observed_at=observed_at, actor=actor)
+    observation_extract(evidence_id=recorded.evidence.pk)
+    namespace_drain(namespace_id=namespace.pk)
+    return Evidence.objects.get(pk=recorded.evidence.pk)
+
+
+def operations_of(evidence: Evidence) -> list[Operation]:
+    return list(Operation.objects.filter(evidence=evidence).order_by("id"))
+
+
+__all__ = [
+    "ExtractionFailed", "IntegrityError", "OpInput", "OpType", "Recorded", "namespace_drain",
+    "normalize_key", "observation_commit", "observation_extract", "observation_fail",
+    "observation_ingest", "observation_record", "observation_retry", "operations_of",
+]

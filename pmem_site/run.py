@@ -1,0 +1,98 @@
+"""``make run``: embedded services, migrations, demo data, a Celery worker and the web server.
+
+Stays in the foreground; Ctrl-C (SIGINT) or SIGTERM stops everything it started, including
+the embedded PostgreSQL and Redis when it was the one to use them (no DATABASE_URL/REDIS_URL).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _manage(*args: str) -> None:
+    subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, check=True)
+
+
+def _demo_credentials() -> str:
+    out = subprocess.run([sys.executable, "manage.py", "pmem_demo", "--print-token"],
+                         cwd=BASE_DIR, check=True, capture_output=True, text=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> int:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
+    from pmem_site import embedded
+
+    embedded_db = not os.environ.get("DATABASE_URL")
+    embedded_broker = not os.environ.get("REDIS_URL")
+    port = int(os.environ.get("PMEM_PORT", "8000"))
+    print(f"P-Mem: data in {embedded.data_dir()}", flush=True)
+    if embedded_db:
+        embedded.database_url()
+    if embedded_broker:
+        embedded.broker_url()
+    children: list[subprocess.Popen[bytes]] = []
+
+    def stop() -> None:
+        # A second Ctrl-C (the terminal sends one to every process) must not cut this short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        for child in children:
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.time() + 15
+        for child in children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+        if embedded_db or embedded_broker:
+            embedded.stop()
+        print("P-Mem stopped.", flush=True)
+
+    try:
+        _manage("migrate", "--no-input", "-v", "0")
+        _manage("collectstatic", "--no-input", "-v", "0")
+        token = _demo_credentials()
+        children.append(subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "pmem_site", "worker", "-Q",
+             os.environ.get("PMEM_QUEUE", "pmem"), "--concurrency",
+             os.environ.get("PMEM_WORKERS", "2"), "--loglevel", "INFO", "-n", "pmem@%h"],
+            cwd=BASE_DIR))
+        children.append(subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application", "--bind",
+             f"127.0.0.1:{port}", "--workers", os.environ.get("PMEM_WEB_WORKERS", "2"),
+             "--threads", "4", "--worker-class", "gthread", "--timeout", "120",
+             "--graceful-timeout", "5", "--access-logfile", "-"],
+            cwd=BASE_DIR))
+        print("\n" + "=" * 64, flush=True)
+        print(f"  P-Mem is up:   http://127.0.0.1:{port}/", flush=True)
+        print("  Explorer login: demo / demo  (reviewer of namespace 'demo')", flush=True)
+        print(f"  Demo API token: {token}", flush=True)
+        print(f"  API docs:       http://127.0.0.1:{port}/api/docs/", flush=True)
+        print("  Ctrl-C stops everything.", flush=True)
+        print("=" * 64 + "\n", flush=True)
+        signal.signal(signal.SIGTERM, _interrupt)
+        while all(child.poll() is None for child in children):
+            time.sleep(0.5)
+        print("P-Mem: a child process exited; stopping.", flush=True)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""P-Mem settings: one file, read from the environment through small typed helpers."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+from . import embedded
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default).strip()
+
+
+def env_int(name: str, default: int) -> int:
+    raw = env_str(name)
+    return int(raw) if raw else default
+
+
+def env_float(name: str, default: float) -> float:
+    raw = env_str(name)
+    return float(raw) if raw else default
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    raw = env_str(name).lower()
+    return default if not raw else raw in {"1", "true", "yes", "on"}
+
+
+SECRET_KEY = env_str("PMEM_SECRET_KEY") or "pmem-dev-only-insecure-key-change-me-in-production"
+DEBUG = env_bool("PMEM_DEBUG", False)
+ALLOWED_HOSTS = [h for h in env_str("PMEM_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
+PMEM_DATA_DIR = embedded.data_dir()
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "django_htmx",
+    "memory",
+    "explorer",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "pmem_site.urls"
+WSGI_APPLICATION = "pmem_site.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --- database: DATABASE_URL, else the embedded PostgreSQL 18 + pgvector -------------------
+DATABASE_URL = env_str("DATABASE_URL") or embedded.database_url()
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"].setdefault("TEST", {})
+if env_str("PMEM_TEST_DB_NAME"):
+    # Worker processes started by the tests point at the test database pytest-django made.
+    DATABASES["default"]["NAME"] = env_str("PMEM_TEST_DB_NAME")
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- broker: REDIS_URL, else the embedded Redis ---------------------------------------------
+REDIS_URL = env_str("REDIS_URL") or embedded.broker_url()
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = env_str("PMEM_QUEUE", "pmem")
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("PMEM_VISIBILITY_TIMEOUT", 300)}
+CELERY_TASK_ALWAYS_EAGER = False
+
+# --- auth --------------------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+# Front-end libraries come from npm (package-lock.json); only their dist files are served.
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    ("vendor/cytoscape", BASE_DIR / "node_modules" / "cytoscape" / "dist"),
+]
+STATIC_ROOT = PMEM_DATA_DIR / "static"
+# WhiteNoise serves static files from the app itself (no CDN, no separate server); in tests
+# and under `runserver` it finds them in the finders without a collectstatic step.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("PMEM_MAX_BODY_BYTES", 1_000_000)
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "memory.api.auth.NamespaceTokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "memory.api.errors.exception_handler",
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "UNAUTHENTICATED_USER": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "P-Mem API",
+    "DESCRIPTION": "Memory for LLM agents on a typed provenance graph.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- P-Mem: model endpoints and limits ---------------------------------------------------
+PMEM_LLM_BASE_URL = env_str("PMEM_LLM_BASE_URL")
+PMEM_LLM_MODEL = env_str("PMEM_LLM_MODEL")
+PMEM_LLM_API_KEY = env_str("PMEM_LLM_API_KEY") or "EMPTY"
+PMEM_LLM_TIMEOUT = env_float("PMEM_LLM_TIMEOUT", 60.0)
+PMEM_LLM_MAX_RETRIES = env_int("PMEM_LLM_MAX_RETRIES", 3)
+PMEM_LLM_CONCURRENCY = env_int("PMEM_LLM_CONCURRENCY", 4)
+PMEM_EMBED_BASE_URL = env_str("PMEM_EMBED_BASE_URL")
+PMEM_EMBED_MODEL = env_str("PMEM_EMBED_MODEL")
+PMEM_EMBED_API_KEY = env_str("PMEM_EMBED_API_KEY") or PMEM_LLM_API_KEY
+PMEM_EMBED_DIM = 384  # fixed by the vector columns' migration
+PMEM_IDENTITY_THRESHOLD = env_float("PMEM_IDENTITY_THRESHOLD", 0.72)
+
+PMEM_MAX_TEXT_CHARS = env_int("PMEM_MAX_TEXT_CHARS", 100_000)
+PMEM_MAX_KEY_CHARS = env_int("PMEM_MAX_KEY_CHARS", 200)
+PMEM_MAX_VALUE_CHARS = env_int("PMEM_MAX_VALUE_CHARS", 10_000)
+PMEM_MAX_FACTS = env_int("PMEM_MAX_FACTS", 500)
+PMEM_MAX_K = env_int("PMEM_MAX_K", 100)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("PMEM_LOG_LEVEL", "WARNING")},
+    "loggers": {"pmem": {"level": env_str("PMEM_LOG_LEVEL", "INFO"), "propagate": True}},
+}

@@ -1,0 +1,1 @@
+"""Test helpers shared across test packages (the scripted OpenAI-compatible server)."""

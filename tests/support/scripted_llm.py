@@ -1,0 +1,427 @@
+"""A scripted OpenAI-compatible server over real HTTP, for tests that mock the model only at its
+HTTP boundary (STYLE.md).
+
+``ScriptedLLM`` listens on 127.0.0.1 (a free port) in a daemon thread and answers
+``POST /v1/chat/completions``, ``POST /v1/embeddings`` and ``GET /v1/models``. It recognises the
+job of a chat request by its ``response_format`` schema name, or else by the first line of the
+system prompt (``# pmem_extraction`` / ``# pmem_annotation`` / ``# pmem_identity``, see
+``memory.llm.prompts``), and answers deterministically:
+
+- extraction: the rule extractor run on the ``<observation>`` text (``key = value`` lines and the
+  ALFWorld templates), as ``{"facts": [...]}``;
+- annotation: per item of the ``<facts>`` JSON, its ``suggested_op`` when present, else revoke
+  for ``withdrawn``, contest for ``hedged``, accept otherwise;
+- identity: ``same`` when the two keys have the same set of words (split on ``_``), else
+  ``different``;
+- embeddings: ``HashingEmbedder`` vectors (``dimensions`` honoured, float or base64).
+
+Faults are scripted per request: ``srv.push(fault, job=...)`` queues one fault consumed by the
+next request of that job (any job when None); ``srv.delay(job, seconds)`` slows every answer of
+a job. ``srv.requests`` logs every request; ``srv.counts`` counts them per job;
+``srv.max_in_flight`` records the most requests served at once.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
+
+import numpy as np
+import pytest
+
+from memory.domain import normalize_key
+from memory.llm import prompts
+from memory.llm.embedding import HashingEmbedder
+from memory.llm.rules import RuleExtractor
+
+JOBS = ("extraction", "annotation", "identity", "embeddings")
+_SCHEMA_JOBS = {prompts.EXTRACTION: "extraction", prompts.ANNOTATION: "annotation"}
+_HEADER_JOBS = {
+    f"# {prompts.EXTRACTION}": "extraction",
+    f"# {prompts.ANNOTATION}": "annotation",
+    f"# {prompts.IDENTITY}": "identity",
+}
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One scripted misbehaviour. Use the constants and factories on the class:
+    ``Fault.INVALID_JSON``, ``WRONG_SCHEMA``, ``UNKNOWN_OP``, ``FOREIGN_KEY``, ``EMPTY``,
+    ``HTTP_429``, ``HTTP_500``, ``Fault.TIMEOUT(seconds)``, ``Fault.CUSTOM(body)``,
+    ``Fault.HTTP(status, retry_after=None)``.
+
+    ``CUSTOM`` replaces the assistant's message content of a chat answer (the whole response
+    body of an embeddings answer). ``TIMEOUT`` sleeps before answering normally.
+    """
+
+    kind: str
+    seconds: float = 0.0
+    body: str = ""
+    status: int = 200
+    retry_after: float | None = None
+
+    INVALID_JSON: ClassVar[Fault]
+    WRONG_SCHEMA: ClassVar[Fault]
+    UNKNOWN_OP: ClassVar[Fault]
+    FOREIGN_KEY: ClassVar[Fault]
+    EMPTY: ClassVar[Fault]
+    HTTP_429: ClassVar[Fault]
+    HTTP_500: ClassVar[Fault]
+
+    @staticmethod
+    def TIMEOUT(seconds: float = 5.0) -> Fault:  # noqa: N802 - reads like the constants
+        return Fault("timeout", seconds=seconds)
+
+    @staticmethod
+    def CUSTOM(body: str) -> Fault:  # noqa: N802
+        return Fault("custom", body=body)
+
+    @staticmethod
+    def HTTP(status: int, retry_after: float | None = None) -> Fault:  # noqa: N802
+        return Fault("http", status=status, retry_after=retry_after)
+
+
+Fault.INVALID_JSON = Fault("invalid_json")
+Fault.WRONG_SCHEMA = Fault("wrong_schema")
+Fault.UNKNOWN_OP = Fault("unknown_op")
+Fault.FOREIGN_KEY = Fault("foreign_key")
+Fault.EMPTY = Fault("empty")
+Fault.HTTP_429 = Fault("http", status=429, retry_after=0.0)
+Fault.HTTP_500 = Fault("http", status=500)
+
+
+@dataclass(frozen=True)
+class LoggedRequest:
+    job: str
+    path: str
+    body: dict[str, Any]
+
+
+class ScriptedLLM:
+    """The server; use as a context manager (``with ScriptedLLM() as srv: srv.base_url``)."""
+
+    def __init__(self, model: str = "scripted") -> None:
+        self.model = model
+        self.requests: list[LoggedRequest] = []
+        self.max_in_flight = 0
+        self._in_flight = 0
+        self._faults: list[tuple[str | None, Fault]] = []
+        self._delays: dict[str, float] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._extractor = RuleExtractor()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> ScriptedLLM:
+        handler = type("Handler", (_Handler,), {"scripted": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()  # wakes handlers sleeping on a delay or TIMEOUT fault
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> ScriptedLLM:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def base_url(self) -> str:
+        assert self._httpd is not None, "server not started"
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}/v1"
+
+    # --- scripting ------------------------------------------------------------------------
+
+    def push(self, fault: Fault, job: str | None = None, times: int = 1) -> None:
+        """Queue ``fault`` for the next ``times`` requests of ``job`` (any job when None)."""
+        if job is not None and job not in JOBS:
+            raise ValueError(f"job must be one of {JOBS} or None")
+        with self._lock:
+            self._faults.extend([(job, fault)] * times)
+
+    def delay(self, job: str, seconds: float) -> None:
+        """Delay every answer of ``job`` by ``seconds`` (0 removes the delay)."""
+        with self._lock:
+            self._delays[job] = seconds
+
+    @property
+    def counts(self) -> Counter[str]:
+        with self._lock:
+            return Counter(r.job for r in self.requests)
+
+    def requests_for(self, job: str) -> list[LoggedRequest]:
+        with self._lock:
+            return [r for r in self.requests if r.job == job]
+
+    def pending_faults(self) -> int:
+        with self._lock:
+            return len(self._faults)
+
+    # --- used by the handler ------------------------------------------------------------------
+
+    def _begin(self, job: str, path: str, body: dict[str, Any]) -> tuple[Fault | None, float]:
+        with self._lock:
+            self.requests.append(LoggedRequest(job, path, body))
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            fault = None
+            for index, (wanted, queued) in enumerate(self._faults):
+                if wanted is None or wanted == job:
+                    fault = queued
+                    del self._faults[index]
+                    break
+            return fault, self._delays.get(job, 0.0)
+
+    def _end(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self._stop.wait(seconds)
+
+    def _extract(self, text: str) -> dict[str, Any]:
+        facts = self._extractor.extract(text)
+        return {
+            "facts": [{"key": f.key, "value": f.value, "assertion": f.assertion} for f in facts]
+        }
+
+
+# --- deterministic answers -----------------------------------------------------------------
+
+
+def _tagged(text: str, tag: str) -> str:
+    found = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
+    return found.group(1) if found else ""
+
+
+def _annotation_answer(user: str) -> dict[str, Any]:
+    try:
+        items = json.loads(_tagged(user, "facts")).get("facts", [])
+    except (json.JSONDecodeError, AttributeError):
+        items = []
+    return {"operations": [_annotate_one(item) for item in items]}
+
+
+def _annotate_one(item: dict[str, Any]) -> dict[str, Any]:
+    assertion = item.get("assertion")
+    op = item.get("suggested_op") or (
+        "revoke" if assertion == "withdrawn" else "contest" if assertion == "hedged" else "accept"
+    )
+    status = {
+        "accept": "active",
+        "reject": "active",
+        "resolve": "active",
+        "contest": "alternative",
+        "revoke": "revoked",
+    }.get(op, "unchanged")
+    return {
+        "op": op,
+        "key": item.get("key"),
+        "old_value": item.get("head_value"),
+        "new_value": item.get("value"),
+        "status": status,
+        "supersedes": op in ("accept", "reject", "resolve"),
+    }
+
+
+def _identity_answer(user: str) -> str:
+    words = [frozenset(normalize_key(_tagged(user, tag)).split("_")) for tag in ("key_a", "key_b")]
+    return "same" if words[0] == words[1] and words[0] != frozenset({""}) else "different"
+
+
+def _faulty_content(job: str, fault: Fault, normal: Any) -> str:
+    """The message content a content-level fault produces for ``job``."""
+    if fault.kind == "custom":
+        return fault.body
+    if fault.kind == "empty":
+        return ""
+    if fault.kind == "invalid_json":
+        return '{"facts": [{"key": "broken' if job != "identity" else "maybe?"
+    if fault.kind == "unknown_op" and job == "annotation":
+        return json.dumps({"operations": [{**op, "op": "merge"} for op in normal["operations"]]})
+    if fault.kind == "foreign_key" and job == "annotation":
+        foreign = {
+            "op": "accept",
+            "key": "never_asked_key",
+            "old_value": None,
+            "new_value": "x",
+            "status": "active",
+            "supersedes": True,
+        }
+        return json.dumps({"operations": [foreign, *normal["operations"]]})
+    # wrong_schema, and unknown_op/foreign_key for jobs that have no ops
+    return json.dumps({"result": "ok"}) if job != "identity" else "perhaps"
+
+
+# --- HTTP -----------------------------------------------------------------------------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    scripted: ClassVar[ScriptedLLM]
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the log
+        return
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path.rstrip("/").endswith("/v1/models"):
+            self._send(
+                200, {"object": "list", "data": [{"id": self.scripted.model, "object": "model"}]}
+            )
+        else:
+            self._send(404, {"error": {"message": "not found"}})
+
+    def do_POST(self) -> None:  # noqa: N802
+        try:
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        except json.JSONDecodeError:
+            self._send(400, {"error": {"message": "invalid JSON body"}})
+            return
+        path = self.path.rstrip("/")
+        if path.endswith("/chat/completions"):
+            job = _chat_job(body)
+        elif path.endswith("/embeddings"):
+            job = "embeddings"
+        else:
+            self._send(404, {"error": {"message": "not found"}})
+            return
+        fault, delay = self.scripted._begin(job, path, body)
+        try:
+            self.scripted._sleep(
+                delay + (fault.seconds if fault and fault.kind == "timeout" else 0)
+            )
+            self._answer(job, body, fault)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test): nothing to answer
+        finally:
+            self.scripted._end()
+
+    def _answer(self, job: str, body: dict[str, Any], fault: Fault | None) -> None:
+        if fault is not None and fault.kind == "http":
+            headers = {} if fault.retry_after is None else {"Retry-After": f"{fault.retry_after:g}"}
+            message = {"error": {"message": f"scripted {fault.status}", "code": fault.status}}
+            self._send(fault.status, message, headers)
+        elif job == "embeddings":
+            self._embeddings(body, fault)
+        else:
+            self._chat(job, body, fault)
+
+    def _chat(self, job: str, body: dict[str, Any], fault: Fault | None) -> None:
+        messages = body.get("messages") or []
+        user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+        normal: Any
+        if job == "extraction":
+            normal = self.scripted._extract(_tagged(user, "observation"))
+        elif job == "annotation":
+            normal = _annotation_answer(user)
+        elif job == "identity":
+            normal = _identity_answer(user)
+        else:
+            normal = "ok"
+        if fault is not None and fault.kind != "timeout":
+            content = _faulty_content(job, fault, normal)
+        else:
+            content = normal if isinstance(normal, str) else json.dumps(normal)
+        prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4
+        self._send(
+            200,
+            {
+                "id": f"chatcmpl-{len(self.scripted.requests)}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body.get("model", self.scripted.model),
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": content},
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": len(content) // 4,
+                    "total_tokens": prompt_tokens + len(content) // 4,
+                },
+            },
+        )
+
+    def _embeddings(self, body: dict[str, Any], fault: Fault | None) -> None:
+        if fault is not None and fault.kind == "custom":
+            self._send_raw(200, fault.body.encode())
+            return
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        vectors = HashingEmbedder(int(body.get("dimensions") or 384)).embed(texts)
+        as_base64 = body.get("encoding_format") == "base64"
+        data = [
+            {"object": "embedding", "index": i, "embedding": _b64(v) if as_base64 else v}
+            for i, v in enumerate(vectors)
+        ]
+        tokens = sum(len(t) for t in texts) // 4
+        self._send(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body.get("model"),
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
+
+    def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        self._send_raw(status, json.dumps(payload).encode(), headers)
+
+    def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _chat_job(body: dict[str, Any]) -> str:
+    fmt = body.get("response_format") or {}
+    name = (fmt.get("json_schema") or {}).get("name") if isinstance(fmt, dict) else None
+    if name in _SCHEMA_JOBS:
+        return _SCHEMA_JOBS[name]
+    for message in body.get("messages") or []:
+        if message.get("role") == "system":
+            first = str(message.get("content", "")).strip().splitlines()[:1]
+            if first and first[0].strip() in _HEADER_JOBS:
+                return _HEADER_JOBS[first[0].strip()]
+    return "chat"
+
+
+def _b64(vector: list[float]) -> str:
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+
+
+@pytest.fixture
+def scripted_llm() -> Iterator[ScriptedLLM]:
+    """A started :class:`ScriptedLLM`, closed after the test."""
+    with ScriptedLLM() as server:
+        yield server
