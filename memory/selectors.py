@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Prefetch, Q, QuerySet
+from django.db import DatabaseError, transaction
+from django.db.models import Q, QuerySet
 
 from memory.domain import HEAD_STATUSES, Status
 from memory.domain.render import CellText, ClosedVersion, render_cell
@@ -184,7 +185,192 @@ def cell_graph(*, namespace: Namespace, key: str) -> dict[str, list[dict[str, An
     return {"key": cell.key, "nodes": nodes, "edges": edges}
 
 
-__all__ = [
-    "CellDetail", "HistoryEntry", "Prefetch", "cell_detail", "cell_graph", "cell_lookup",
-    "cell_status", "cell_summary", "cells_list", "operations_list", "versions_with_value",
-]
+
+
+# --- reads for agents (SPEC §7) ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    mode: str
+    context: str
+    items: list[dict[str, Any]]
+    context_chars: int
+    note: str = ""
+    available: bool = True
+
+    def as_dict(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"mode": self.mode, "context": self.context, "items": self.items,
+                                "context_chars": self.context_chars}
+        if self.note:
+            body["note"] = self.note
+        if not self.available:
+            body["available"] = False
+        return body
+
+
+FRONTIER_HEADER = "Current memory (one line per key; each value shown holds now):"
+RAW_HEADER = "Retrieved observations (most similar first):"
+ORDERED_HEADER = "Retrieved observations in arrival order ([t=N]: larger N is newer):"
+
+
+def _query_vector(query: str) -> list[float]:
+    from memory.llm.pipeline import embed_texts
+
+    return embed_texts([query])[0]
+
+
+def _vector_search_settings() -> None:
+    """Inside the read's transaction: a wider HNSW candidate list, and (pgvector ≥ 0.8)
+    iterative scans so filtering by namespace cannot starve the top-k."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SET LOCAL hnsw.ef_search = 100")
+        try:
+            with transaction.atomic():
+                cur.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
+        except DatabaseError:
+            pass  # older pgvector: plain post-filtered scan
+
+
+def frontier_read(*, namespace: Namespace, query: str, k: int = 12,
+                  disclose: Iterable[str] = ()) -> ReadResult:
+    """Top-k cells by cosine over their ``key: value`` embeddings, one line each (SPEC §7)."""
+    from pgvector.django import CosineDistance
+
+    wanted = [d for d in DISCLOSE_ORDER if d in set(disclose)]
+    vector = _query_vector(query)
+    with transaction.atomic():
+        _vector_search_settings()
+        cells = list(Cell.objects.filter(namespace=namespace, embedding__isnull=False,
+                                         head__isnull=False)
+                     .annotate(distance=CosineDistance("embedding", vector))
+                     .order_by("distance").select_related("head")[:k])
+    texts = _cell_texts(cells, wanted)
+    from memory.domain.render import render_context
+
+    context = render_context(texts, wanted, header=FRONTIER_HEADER)
+    items = [{**cell_summary(c), "score": round(1 - float(c.distance), 4),
+              "line": render_cell(t, wanted)} for c, t in zip(cells, texts, strict=True)]
+    return ReadResult("frontier", context, items, len(context))
+
+
+DISCLOSE_ORDER = ("support", "alternatives", "history")
+
+
+def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
+    """Materialized cells with the disclosures asked for, in two queries at most."""
+    alternatives: dict[int, list[str]] = {}
+    history: dict[int, list[ClosedVersion]] = {}
+    sources: dict[int, list[str]] = {}
+    ids = [c.pk for c in cells]
+    if ids and ("alternatives" in disclose or "history" in disclose):
+        for v in Version.objects.filter(cell_id__in=ids).order_by("-id").only(
+                "cell_id", "value", "status"):
+            if v.status == Status.ALTERNATIVE:
+                alternatives.setdefault(v.cell_id, []).insert(0, v.value)
+            elif v.status not in HEAD_STATUSES:
+                history.setdefault(v.cell_id, []).append(ClosedVersion(v.value, v.status))
+    if ids and "support" in disclose:
+        heads = {c.head_id: c.pk for c in cells}
+        for version_id, text in (SupportEdge.objects.filter(version_id__in=list(heads),
+                                                            evidence__isnull=False)
+                                 .order_by("-id").values_list("version_id", "evidence__text")):
+            bucket = sources.setdefault(heads[version_id], [])
+            if text and len(bucket) < 3:
+                bucket.append(text)
+    return [
+        CellText(key=c.key, value=c.head.value if c.head else None, status=cell_status(c.head),
+                 support=c.head.support if c.head else 0, sources=tuple(sources.get(c.pk, ())),
+                 alternatives=tuple(alternatives.get(c.pk, ())),
+                 history=tuple(history.get(c.pk, ())))
+        for c in cells
+    ]
+
+
+def _evidence_line(e: Evidence) -> str:
+    from memory.services.observations import evidence_text
+
+    return " ".join(evidence_text(e).split())
+
+
+def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = False) -> ReadResult:
+    """Top-k evidence by cosine (the retrieval baseline); ``ordered`` tags each line with its
+    arrival index ``[t=seq]`` and sorts by it."""
+    from pgvector.django import CosineDistance
+
+    vector = _query_vector(query)
+    with transaction.atomic():
+        _vector_search_settings()
+        rows = list(Evidence.objects.filter(namespace=namespace, embedding__isnull=False)
+                    .annotate(distance=CosineDistance("embedding", vector))
+                    .order_by("distance")[:k])
+    if ordered:
+        rows.sort(key=lambda e: e.seq)
+        lines = [f"[t={e.seq}] {_evidence_line(e)}" for e in rows]
+        header, mode = ORDERED_HEADER, "raw_ordered"
+    else:
+        lines = [_evidence_line(e) for e in rows]
+        header, mode = RAW_HEADER, "raw"
+    context = "\n".join([header, *lines])
+    items = [{"id": e.id, "seq": e.seq, "text": line, "score": round(1 - float(e.distance), 4),
+              "source": e.source, "observed_at": e.observed_at, "received_at": e.received_at}
+             for e, line in zip(rows, lines, strict=True)]
+    return ReadResult(mode, context, items, len(context))
+
+
+PRUNE_SIMILARITY = 0.55
+PRUNE_PROMPT = (
+    "You check two memory snippets for one question. Answer with one word, yes or no.\n"
+    "Question: {query}\nSnippet A: {a}\nSnippet B: {b}\n"
+    "Do A and B state different values of the attribute the question asks about?"
+)
+GATE_PROMPT = (
+    "Answer with one word, yes or no. Does this question ask for the current value of "
+    "something that may have changed over time?\nQuestion: {query}"
+)
+
+
+def _day(e: Evidence) -> Any:
+    return (e.observed_at or e.received_at).date()
+
+
+def _yes(client: Any, prompt: str) -> bool:
+    result = client.chat_text(messages=[{"role": "user", "content": prompt}], max_tokens=3)
+    return bool(result.data) and str(result.data).strip().lower().startswith("yes")
+
+
+def pruned_read(*, namespace: Namespace, query: str, k: int = 12, gate: bool = False) -> ReadResult:
+    """Raw top-k evidence with superseded statements pruned (SPEC §7): for each pair with
+    cosine ≥ 0.55 and different dates, the model says whether both state different values of
+    the queried attribute; on yes the earlier one is dropped. The date decides which is
+    stale — the model never judges recency. Without a model it says so and returns nothing."""
+    from memory.llm.client import client_from_settings
+    from memory.llm.embedding import cosine
+
+    client = client_from_settings()
+    if client is None:
+        return ReadResult("pruned", "", [], 0, available=False,
+                          note="the pruned read needs a model: set PMEM_LLM_BASE_URL")
+    raw = raw_read(namespace=namespace, query=query, k=k)
+    if gate and not _yes(client, GATE_PROMPT.format(query=query)):
+        return ReadResult("pruned", raw.context, raw.items, raw.context_chars,
+                          note="gate: the question does not ask for a current value; not pruned")
+    rows = {e.id: e for e in Evidence.objects.filter(pk__in=[i["id"] for i in raw.items])}
+    ordered = [rows[i["id"]] for i in raw.items]
+    dropped: set[int] = set()
+    for x, a in enumerate(ordered):
+        for b in ordered[x + 1:]:
+            if a.id in dropped or b.id in dropped or _day(a) == _day(b):
+                continue
+            if cosine(a.embedding, b.embedding) < PRUNE_SIMILARITY:
+                continue
+            if _yes(client, PRUNE_PROMPT.format(query=query, a=_evidence_line(a),
+                                                b=_evidence_line(b))):
+                earlier = a if (_day(a), a.seq) < (_day(b), b.seq) else b
+                dropped.add(earlier.id)
+    items = [i for i in raw.items if i["id"] not in dropped]
+    context = "\n".join([RAW_HEADER, *(i["text"] for i in items)])
+    return ReadResult("pruned", context, items, len(context),
+                      note=f"pruned {len(dropped)} superseded observation(s)")

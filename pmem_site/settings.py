@@ -101,6 +101,11 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = env_str("PMEM_QUEUE", "pmem")
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("PMEM_VISIBILITY_TIMEOUT", 300)}
 CELERY_TASK_ALWAYS_EAGER = False
+# An observation whose extraction cannot reach the model is retried this many times, waiting
+# min(cap, base * 2**n) seconds, before it is marked failed (it can be retried by hand).
+PMEM_TASK_MAX_RETRIES = env_int("PMEM_TASK_MAX_RETRIES", 4)
+PMEM_TASK_RETRY_BASE = env_float("PMEM_TASK_RETRY_BASE", 1.0)
+PMEM_TASK_RETRY_CAP = env_float("PMEM_TASK_RETRY_CAP", 30.0)
 
 # --- auth --------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
@@ -120,6 +125,7 @@ STATICFILES_DIRS = [
     ("vendor/cytoscape", BASE_DIR / "node_modules" / "cytoscape" / "dist"),
 ]
 STATIC_ROOT = PMEM_DATA_DIR / "static"
+STATIC_ROOT.mkdir(exist_ok=True)
 # WhiteNoise serves static files from the app itself (no CDN, no separate server); in tests
 # and under `runserver` it finds them in the finders without a collectstatic step.
 WHITENOISE_USE_FINDERS = True

@@ -22,3 +22,7 @@ __all__ = [
     "observation_commit", "observation_extract", "observation_fail", "observation_ingest",
     "observation_record", "observation_retry", "operation_apply", "token_create",
 ]
+
+from .erase import cell_erase  # noqa: E402
+
+__all__ += ["cell_erase"]

@@ -24,9 +24,11 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from memory.domain import OpType, normalize_key
+from memory.llm.pipeline import ModelUnavailable
 from memory.models import Evidence, Namespace, Operation
 
 from .graph import Applied, OpInput, apply_in_transaction
@@ -112,23 +114,53 @@ def extract_facts(evidence: Evidence) -> dict[str, Any]:
 
 
 def observation_extract(*, evidence_id: int) -> bool:
-    """Extract once and store the result; returns False when the evidence is already settled.
+    """Extract once and store the result; returns False when the evidence is already settled
+    (or has just failed).
 
-    Raises :class:`ExtractionFailed` when the model is unreachable, so the task can retry."""
+    Costs one extraction call (when text and a model are there) and ONE embedding batch: the
+    evidence text with every key and ``key: value`` of its facts, cached in ``extracted`` for
+    identity and the refresh after commit (:func:`memory.llm.pipeline.observation_vectors`).
+    Raises :class:`ExtractionFailed` when the model or the embedder is unreachable after its
+    retries, so the task can retry. An answer that came back unusable (unparsable, wrong
+    schema, empty) fails the observation at once, its raw answer kept in ``extracted``."""
+    from memory.llm import pipeline
+    from memory.llm.client import is_transport_error
+    from memory.llm.embedding import EmbeddingError
+
     evidence = Evidence.objects.get(pk=evidence_id)
     if evidence.state not in UNSETTLED:
         return False
     if evidence.extracted is not None:
         return True
     result = extract_facts(evidence)  # model calls happen here, outside any transaction
-    if result.get("extraction_error", "").startswith("unreachable"):
-        raise ExtractionFailed(result["extraction_error"])
+    error = result.get("extraction_error")
+    costs = {"chat_calls": result["chat_calls"], "prompt_tokens": result["prompt_tokens"],
+             "completion_tokens": result["completion_tokens"]}
+    if error and is_transport_error(error):
+        raise ExtractionFailed(error)
+    if error:
+        Evidence.objects.filter(pk=evidence_id, extracted__isnull=True, state__in=UNSETTLED).update(
+            extracted=result, state=Evidence.State.FAILED, error=f"extraction failed: {error}"[:2000],
+            **costs)
+        return False
+    try:
+        vectors = pipeline.observation_vectors(text=evidence_text(evidence), facts=result["facts"])
+    except EmbeddingError as exc:
+        raise ExtractionFailed(f"embedding failed: {exc}") from exc
+    result["vectors"] = vectors.cache
     Evidence.objects.filter(pk=evidence_id, extracted__isnull=True, state__in=UNSETTLED).update(
-        extracted=result, state=Evidence.State.PROCESSING,
-        chat_calls=result["chat_calls"], prompt_tokens=result["prompt_tokens"],
-        completion_tokens=result["completion_tokens"],
+        extracted=result, state=Evidence.State.PROCESSING, embedding=vectors.evidence,
+        embed_calls=vectors.embed_calls, **costs,
     )
     return True
+
+
+def evidence_text(evidence: Evidence) -> str:
+    """What the raw reads show and embed for an observation: its text, else its facts."""
+    if evidence.text.strip():
+        return evidence.text.strip()
+    return "; ".join(f"{f.get('key')}: {f.get('value')}" for f in (evidence.facts or [])
+                     if f.get("value") is not None)
 
 
 def observation_fail(*, evidence_id: int, error: str) -> None:
@@ -145,6 +177,12 @@ def observation_retry(*, evidence: Evidence) -> bool:
 
 
 # --- commitment in seq order ----------------------------------------------------------------
+
+
+def in_transaction() -> bool:
+    """True inside a transaction the application opened (a test case's wrapping transaction,
+    which Django marks, does not count)."""
+    return any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks)
 
 
 def _try_lock(namespace_id: int) -> bool:
@@ -169,7 +207,7 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
     Only one drainer runs per namespace (``pg_try_advisory_lock``); a caller that does not
     get the lock returns at once, because the holder re-checks after releasing it (so an
     observation extracted meanwhile is never stranded). Returns how many it committed."""
-    assert not connection.in_atomic_block, "namespace_drain makes model calls: no transaction"
+    assert not in_transaction(), "namespace_drain makes model calls: never inside a transaction"
     committed = 0
     while True:
         if not _try_lock(namespace_id):
@@ -181,6 +219,9 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
                     break
                 try:
                     observation_commit(evidence=evidence)
+                except ModelUnavailable as exc:  # an outage: fail visibly, retry later
+                    log.warning("evidence %s failed: %s", evidence.pk, exc)
+                    observation_fail(evidence_id=evidence.pk, error=str(exc))
                 except Exception as exc:  # a bug must not hold the namespace back forever
                     log.exception("commit of evidence %s failed", evidence.pk)
                     observation_fail(evidence_id=evidence.pk,
@@ -198,9 +239,11 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
     one transaction. The caller must hold the namespace's drain lock."""
     from memory.llm import pipeline
 
-    facts = list((evidence.extracted or {}).get("facts", []))
-    plan = pipeline.plan_operations(namespace=evidence.namespace, facts=facts,
-                                    actor=evidence.actor)
+    extracted = dict(evidence.extracted or {})
+    vectors = extracted.pop("vectors", None) or {}
+    plan = pipeline.plan_operations(namespace=evidence.namespace,
+                                    facts=list(extracted.get("facts", [])),
+                                    actor=evidence.actor, vectors=vectors)
     with transaction.atomic():
         locked = Evidence.objects.select_for_update().get(pk=evidence.pk)
         if locked.state not in UNSETTLED:
@@ -212,13 +255,22 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
             for item, actor in plan.items
         ]
         Evidence.objects.filter(pk=locked.pk).update(
+            # The cached vectors have served their purpose: keep the row small.
             state=Evidence.State.COMMITTED, committed_at=timezone.now(), error="",
+            extracted=extracted,
             chat_calls=locked.chat_calls + plan.chat_calls,
             embed_calls=locked.embed_calls + plan.embed_calls,
             prompt_tokens=locked.prompt_tokens + plan.prompt_tokens,
             completion_tokens=locked.completion_tokens + plan.completion_tokens,
         )
-    pipeline.after_commit(namespace=evidence.namespace, applied=applied)
+    try:  # the commit stands whatever happens here; stale embeddings refresh later
+        calls = pipeline.after_commit(namespace=evidence.namespace, applied=applied,
+                                      vectors=vectors)
+    except Exception:
+        log.exception("refreshing embeddings after evidence %s failed", evidence.pk)
+        calls = 0
+    if calls:
+        Evidence.objects.filter(pk=evidence.pk).update(embed_calls=F("embed_calls") + calls)
     return applied
 
 

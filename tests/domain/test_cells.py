@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.domain import InvalidOperation, OpRequest, OpType, Status
+from memory.domain import InvalidOperation, OpRequest, OpType
 from memory.domain.memgraph import MemGraph
 
 K = "mug_location"

@@ -1,0 +1,217 @@
+"""Input and output shapes of the HTTP API. Validation only: no logic, no writes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from rest_framework import serializers
+
+from memory.domain import OpType, normalize_key
+
+
+class StrictCharField(serializers.CharField):
+    """A JSON string and nothing else (DRF would coerce numbers and booleans)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictIntegerField(serializers.IntegerField):
+    """A JSON integer: not a string of digits, not a boolean."""
+
+    def to_internal_value(self, data: Any) -> int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictBooleanField(serializers.BooleanField):
+    def to_internal_value(self, data: Any) -> bool:
+        if not isinstance(data, bool):
+            self.fail("invalid", input=data)
+        return data
+
+
+OPS = [o.value for o in OpType]
+MODES = ["frontier", "raw", "raw_ordered", "pruned"]
+DISCLOSURES = ["support", "alternatives", "history"]
+
+
+def _key_field() -> serializers.CharField:
+    return StrictCharField(max_length=settings.PMEM_MAX_KEY_CHARS)
+
+
+def _value_field() -> serializers.CharField:
+    return StrictCharField(max_length=settings.PMEM_MAX_VALUE_CHARS, required=False,
+                           allow_null=True, trim_whitespace=False)
+
+
+def _check_op_args(attrs: dict[str, Any]) -> dict[str, Any]:
+    op, value, version = attrs.get("op") or "accept", attrs.get("value"), attrs.get("version")
+    has_value = value is not None and value.strip() != ""
+    if op in ("accept", "contest") and not has_value:
+        raise serializers.ValidationError({"value": f"{op} needs a non-empty value"})
+    if op == "resolve" and not has_value and version is None:
+        raise serializers.ValidationError({"value": "resolve needs the winner's value or version"})
+    return attrs
+
+
+class FactIn(serializers.Serializer):
+    key = _key_field()
+    value = _value_field()
+    op = serializers.ChoiceField(choices=OPS, required=False)
+    version = StrictIntegerField(min_value=1, required=False)
+    hard_commit = StrictBooleanField(required=False, default=False)
+
+    def validate_key(self, key: str) -> str:
+        if not normalize_key(key):
+            raise serializers.ValidationError("key has no letters or digits")
+        return key
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return _check_op_args(attrs)
+
+
+class ObservationIn(serializers.Serializer):
+    text = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
+                                 max_length=settings.PMEM_MAX_TEXT_CHARS)
+    facts = FactIn(many=True, required=False, max_length=settings.PMEM_MAX_FACTS)
+    source = StrictCharField(required=False, allow_blank=True, max_length=200)
+    observed_at = serializers.DateTimeField(required=False, allow_null=True)
+    idempotency_key = StrictCharField(required=False, max_length=200)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if not (attrs.get("text") or "").strip() and not attrs.get("facts"):
+            raise serializers.ValidationError({"text": "give text and/or facts"})
+        return attrs
+
+
+class OperationSummaryOut(serializers.Serializer):
+    op = serializers.CharField()
+    key = serializers.CharField()
+    value = serializers.CharField(allow_null=True)
+    version = serializers.IntegerField(allow_null=True)
+    status = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+
+
+class ObservationOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    seq = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=["pending", "processing", "committed", "failed"])
+    error = serializers.CharField(allow_blank=True)
+    operations = OperationSummaryOut(many=True, required=False)
+
+
+class CellOpIn(serializers.Serializer):
+    op = serializers.ChoiceField(choices=OPS)
+    value = _value_field()
+    version = StrictIntegerField(min_value=1, required=False)
+    reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return _check_op_args(attrs)
+
+
+class VersionOut(serializers.Serializer):
+    version = serializers.IntegerField()
+    value = serializers.CharField()
+    status = serializers.CharField()
+    valid_from = serializers.DateTimeField()
+    valid_to = serializers.DateTimeField(allow_null=True)
+
+
+class AlternativeOut(serializers.Serializer):
+    version = serializers.IntegerField()
+    value = serializers.CharField()
+    support = serializers.IntegerField()
+
+
+class CellOut(serializers.Serializer):
+    key = serializers.CharField()
+    value = serializers.CharField(allow_null=True)
+    status = serializers.ChoiceField(choices=["active", "contested", "empty"])
+    version = serializers.IntegerField(allow_null=True)
+    support = serializers.IntegerField()
+    alternatives = AlternativeOut(many=True)
+    history = VersionOut(many=True)
+    aliases = serializers.ListField(child=serializers.CharField())
+
+
+class CellSummaryOut(serializers.Serializer):
+    key = serializers.CharField()
+    value = serializers.CharField(allow_null=True)
+    status = serializers.CharField()
+    version = serializers.IntegerField(allow_null=True)
+    support = serializers.IntegerField()
+    updated_at = serializers.DateTimeField()
+
+
+class CellListOut(serializers.Serializer):
+    results = CellSummaryOut(many=True)
+    next = serializers.CharField(allow_null=True)
+
+
+class CellOpOut(serializers.Serializer):
+    operation = serializers.DictField()
+    cell = CellOut(allow_null=True)
+
+
+class GraphNodeOut(serializers.Serializer):
+    id = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["evidence", "version", "operation", "tombstone"])
+    label = serializers.CharField()
+    status = serializers.CharField(required=False)
+
+
+class GraphEdgeOut(serializers.Serializer):
+    source = serializers.CharField()
+    target = serializers.CharField()
+    type = serializers.ChoiceField(choices=["supported_by", "supersedes", "alternative_of",
+                                            "revokes"])
+
+
+class GraphOut(serializers.Serializer):
+    key = serializers.CharField()
+    nodes = GraphNodeOut(many=True)
+    edges = GraphEdgeOut(many=True)
+
+
+class OperationOut(serializers.Serializer):
+    id = serializers.IntegerField()
+    op = serializers.CharField()
+    requested = serializers.CharField()
+    key = serializers.CharField()
+    value = serializers.CharField(allow_null=True)
+    version = serializers.IntegerField(allow_null=True)
+    actor = serializers.CharField()
+    reason = serializers.CharField()
+    seq = serializers.IntegerField(allow_null=True)
+    observation = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    raw_output = serializers.CharField(allow_blank=True)
+
+
+class OperationListOut(serializers.Serializer):
+    results = OperationOut(many=True)
+    next = serializers.CharField(allow_null=True)
+
+
+class ReadIn(serializers.Serializer):
+    query = StrictCharField(max_length=4000)
+    mode = serializers.ChoiceField(choices=MODES, default="frontier")
+    k = StrictIntegerField(min_value=1, max_value=settings.PMEM_MAX_K, required=False)
+    disclose = serializers.ListField(child=serializers.ChoiceField(choices=DISCLOSURES),
+                                     required=False, default=list, max_length=3)
+    gate = StrictBooleanField(required=False, default=False)
+
+
+class ReadOut(serializers.Serializer):
+    mode = serializers.CharField()
+    context = serializers.CharField(allow_blank=True)
+    items = serializers.ListField(child=serializers.DictField())
+    context_chars = serializers.IntegerField()
+    note = serializers.CharField(required=False)

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from . import views
+
+NS = "namespaces/<slug:ns>/"
+
+urlpatterns = [
+    path(f"{NS}observations/", views.ObservationsView.as_view(), name="api-observations"),
+    path(f"{NS}observations/<int:pk>/", views.ObservationDetailView.as_view(),
+         name="api-observation"),
+    path(f"{NS}observations/<int:pk>/retry/", views.ObservationRetryView.as_view(),
+         name="api-observation-retry"),
+    path(f"{NS}cells/", views.CellsView.as_view(), name="api-cells"),
+    path(f"{NS}cells/<str:key>/", views.CellDetailView.as_view(), name="api-cell"),
+    path(f"{NS}cells/<str:key>/graph/", views.CellGraphView.as_view(), name="api-cell-graph"),
+    path(f"{NS}cells/<str:key>/operations/", views.CellOperationsView.as_view(),
+         name="api-cell-operations"),
+    path(f"{NS}operations/", views.OperationsView.as_view(), name="api-operations"),
+    path(f"{NS}read/", views.ReadView.as_view(), name="api-read"),
+]

@@ -1,0 +1,317 @@
+"""The HTTP API of CONTRACT.md: one APIView per operation, thin — validate, call a service or
+a selector, shape the answer. Errors are raised and mapped in ``memory.api.errors``."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.db.models import Q
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from memory import selectors
+from memory.models import Evidence, Operation, Version
+from memory.services import cell_erase, observation_record, operation_apply
+
+from . import serializers as s
+from .auth import actor_of, namespace_for
+from .errors import PayloadTooLarge
+
+log = logging.getLogger("pmem.api")
+WAIT_SECONDS = 30.0
+SETTLED = ("committed", "failed")
+
+
+class NamespaceView(APIView):
+    """Base: refuses oversize bodies before parsing; resolves the namespace per request."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        length = request.META.get("CONTENT_LENGTH") or "0"
+        if length.isdigit() and int(length) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+            raise PayloadTooLarge(
+                f"request body over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
+        super().initial(request, *args, **kwargs)
+
+    def namespace(self, request: Request, ns: str, *, write: bool = False) -> Any:
+        return namespace_for(request, ns, write=write)
+
+
+def _limit(request: Request, default: int = 50) -> int:
+    raw = request.query_params.get("limit", str(default))
+    if not raw.isdigit() or not 1 <= int(raw) <= 500:
+        raise exceptions.ValidationError({"limit": "an integer from 1 to 500"})
+    return int(raw)
+
+
+def _next_url(request: Request, **params: Any) -> str:
+    query = {k: v for k, v in request.query_params.items() if k not in params}
+    query.update(params)
+    return request.build_absolute_uri(request.path) + "?" + urlencode(query)
+
+
+# --- observations ----------------------------------------------------------------------------
+
+
+def observation_body(evidence: Evidence) -> dict[str, Any]:
+    ops = list(Operation.objects.filter(evidence=evidence).order_by("id"))
+    statuses = dict(Version.objects.filter(pk__in=[o.version_id for o in ops if o.version_id])
+                    .values_list("id", "status"))
+    return {
+        "id": evidence.id, "seq": evidence.seq, "status": evidence.state,
+        "error": evidence.error, "source": evidence.source, "text": evidence.text,
+        "facts": evidence.facts, "observed_at": evidence.observed_at,
+        "received_at": evidence.received_at, "committed_at": evidence.committed_at,
+        "operations": [
+            {"op": o.type, "requested": o.requested, "key": o.key, "value": o.value,
+             "version": o.version_id, "status": statuses.get(o.version_id), "reason": o.reason,
+             "actor": o.actor}
+            for o in ops
+        ],
+        "cost": {"chat_calls": evidence.chat_calls, "embed_calls": evidence.embed_calls,
+                 "prompt_tokens": evidence.prompt_tokens,
+                 "completion_tokens": evidence.completion_tokens},
+    }
+
+
+def _enqueue(evidence_id: int) -> None:
+    """Queue processing. The evidence is already committed: if the broker is down the
+    observation is still stored, and the worker's start-up sweep will pick it up."""
+    from memory.tasks import process_observation
+
+    try:
+        process_observation.delay(evidence_id)
+    except Exception:
+        log.exception("could not enqueue evidence %s; it stays pending", evidence_id)
+
+
+def _wait_settled(evidence_id: int, timeout: float = WAIT_SECONDS) -> Evidence:
+    deadline = time.monotonic() + timeout
+    delay = 0.02
+    while True:
+        evidence = Evidence.objects.get(pk=evidence_id)
+        if evidence.state in SETTLED or time.monotonic() >= deadline:
+            return evidence
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
+
+
+class ObservationsView(NamespaceView):
+    @extend_schema(
+        request=s.ObservationIn, responses={202: s.ObservationOut, 201: s.ObservationOut},
+        parameters=[OpenApiParameter("wait", int, description="1: block until committed or failed")],
+        summary="Record an observation", operation_id="observation_create",
+        description="Stored as evidence with its seq before the answer (202); committed by a "
+                    "worker in seq order. With wait=1 the answer (201) comes once it is "
+                    "committed or failed, with the operations it produced.",
+    )
+    def post(self, request: Request, ns: str) -> Response:
+        namespace = self.namespace(request, ns, write=True)
+        wait = request.query_params.get("wait", "0")
+        if wait not in ("0", "1", "true", "false"):
+            raise exceptions.ValidationError({"wait": "0 or 1"})
+        data = s.ObservationIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit") if k in f}
+                 for f in v.get("facts", [])]
+        recorded = observation_record(
+            namespace=namespace, text=v.get("text", ""), facts=facts or None,
+            source=v.get("source", ""), observed_at=v.get("observed_at"),
+            idempotency_key=v.get("idempotency_key"), actor=actor_of(request),
+        )
+        evidence = recorded.evidence
+        if recorded.created:
+            _enqueue(evidence.id)
+        if wait in ("1", "true"):
+            evidence = _wait_settled(evidence.id)
+            if evidence.state in SETTLED:
+                return Response(observation_body(evidence), status=status.HTTP_201_CREATED)
+        body = {"id": evidence.id, "seq": evidence.seq, "status": evidence.state}
+        if not recorded.created:
+            body["replayed"] = True
+        return Response(body, status=status.HTTP_202_ACCEPTED)
+
+
+class ObservationDetailView(NamespaceView):
+    @extend_schema(responses=s.ObservationOut, summary="An observation's status and operations",
+                   operation_id="observation_get")
+    def get(self, request: Request, ns: str, pk: int) -> Response:
+        namespace = self.namespace(request, ns)
+        evidence = Evidence.objects.filter(namespace=namespace, pk=pk).first()
+        if evidence is None:
+            raise exceptions.NotFound("no such observation")
+        return Response(observation_body(evidence))
+
+
+class ObservationRetryView(NamespaceView):
+    @extend_schema(request=None, responses={202: s.ObservationOut},
+                   summary="Retry a failed observation",
+                   operation_id="observation_retry")
+    def post(self, request: Request, ns: str, pk: int) -> Response:
+        from memory.services import observation_retry
+
+        namespace = self.namespace(request, ns, write=True)
+        evidence = Evidence.objects.filter(namespace=namespace, pk=pk).first()
+        if evidence is None:
+            raise exceptions.NotFound("no such observation")
+        if not observation_retry(evidence=evidence):
+            return Response({"error": f"observation is {evidence.state}, not failed"}, status=409)
+        _enqueue(evidence.id)
+        evidence.refresh_from_db()
+        return Response(observation_body(evidence), status=status.HTTP_202_ACCEPTED)
+
+
+# --- cells ---------------------------------------------------------------------------------
+
+
+def cell_body(namespace: Any, key: str) -> dict[str, Any]:
+    detail = selectors.cell_detail(namespace=namespace, key=key)
+    if detail is None:
+        raise exceptions.NotFound(f"no cell with key {key!r}")
+    return {
+        "key": detail.key, "value": detail.value, "status": detail.status,
+        "version": detail.version, "support": detail.support,
+        "alternatives": [{k: a[k] for k in ("version", "value", "support")}
+                         for a in detail.alternatives],
+        "history": [{k: h[k] for k in ("version", "value", "status", "valid_from", "valid_to")}
+                    for h in detail.history],
+        "aliases": detail.aliases, "rendered": detail.render(),
+    }
+
+
+class CellsView(NamespaceView):
+    @extend_schema(
+        responses=s.CellListOut, summary="List cells (keyset-paginated by key)",
+        operation_id="cells_list",
+        parameters=[OpenApiParameter("status", str, enum=["active", "contested", "empty"]),
+                    OpenApiParameter("search", str), OpenApiParameter("after", str),
+                    OpenApiParameter("limit", int)],
+    )
+    def get(self, request: Request, ns: str) -> Response:
+        namespace = self.namespace(request, ns)
+        status_ = request.query_params.get("status")
+        if status_ not in (None, "", "active", "contested", "empty"):
+            raise exceptions.ValidationError({"status": "active, contested or empty"})
+        limit = _limit(request)
+        qs = selectors.cells_list(namespace=namespace, status=status_ or None,
+                                  search=request.query_params.get("search") or None)
+        after = request.query_params.get("after")
+        if after:
+            qs = qs.filter(key__gt=after)
+        rows = list(qs.order_by("key")[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Response({
+            "results": [selectors.cell_summary(c) for c in rows],
+            "next": _next_url(request, after=rows[-1].key) if more else None,
+        })
+
+
+class CellDetailView(NamespaceView):
+    @extend_schema(responses=s.CellOut, summary="A cell: current value, alternatives, history",
+                   operation_id="cell_get")
+    def get(self, request: Request, ns: str, key: str) -> Response:
+        return Response(cell_body(self.namespace(request, ns), key))
+
+    @extend_schema(request=None, responses={204: None},
+                   summary="Privacy erase (SPEC §6): the key and its values are gone for good",
+                   operation_id="cell_erase")
+    def delete(self, request: Request, ns: str, key: str) -> Response:
+        namespace = self.namespace(request, ns, write=True)
+        cell_erase(namespace=namespace, key=key, actor=actor_of(request))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class CellGraphView(NamespaceView):
+    @extend_schema(responses=s.GraphOut, summary="The cell's provenance graph",
+                   operation_id="cell_graph")
+    def get(self, request: Request, ns: str, key: str) -> Response:
+        graph = selectors.cell_graph(namespace=self.namespace(request, ns), key=key)
+        if graph is None:
+            raise exceptions.NotFound(f"no cell with key {key!r}")
+        return Response(graph)
+
+
+class CellOperationsView(NamespaceView):
+    @extend_schema(request=s.CellOpIn, responses={201: s.CellOpOut},
+                   summary="Apply a typed operation to a cell (409 when invalid in its state)",
+                   operation_id="cell_operation_create")
+    def post(self, request: Request, ns: str, key: str) -> Response:
+        namespace = self.namespace(request, ns, write=True)
+        data = s.CellOpIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        applied = operation_apply(
+            namespace=namespace, key=key, op=v["op"], value=v.get("value"),
+            version_id=v.get("version"), actor=actor_of(request), reason=v.get("reason", ""),
+            explicit=True,
+        )
+        from memory.llm.pipeline import after_commit
+
+        after_commit(namespace=namespace, applied=[applied])
+        cell = cell_body(namespace, applied.cell.key) if applied.cell else None
+        return Response({"operation": operation_row(applied.operation), "cell": cell},
+                        status=status.HTTP_201_CREATED)
+
+
+# --- the operation log and reads -------------------------------------------------------------
+
+
+def operation_row(o: Operation) -> dict[str, Any]:
+    return {"id": o.id, "op": o.type, "requested": o.requested, "key": o.key, "value": o.value,
+            "version": o.version_id, "actor": o.actor, "reason": o.reason, "seq": o.seq,
+            "observation": o.evidence_id, "created_at": o.created_at,
+            "raw_output": o.raw_output, "payload": o.payload}
+
+
+class OperationsView(NamespaceView):
+    @extend_schema(
+        responses=s.OperationListOut, summary="The operation log, newest first",
+        operation_id="operations_list",
+        parameters=[OpenApiParameter("key", str), OpenApiParameter("actor", str),
+                    OpenApiParameter("before", int), OpenApiParameter("limit", int)],
+    )
+    def get(self, request: Request, ns: str) -> Response:
+        namespace = self.namespace(request, ns)
+        limit = _limit(request)
+        qs = selectors.operations_list(namespace=namespace, key=request.query_params.get("key"),
+                                       actor=request.query_params.get("actor"))
+        before = request.query_params.get("before")
+        if before is not None:
+            if not before.isdigit():
+                raise exceptions.ValidationError({"before": "an operation id"})
+            qs = qs.filter(Q(id__lt=int(before)))
+        rows = list(qs[: limit + 1])
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Response({"results": [operation_row(o) for o in rows],
+                         "next": _next_url(request, before=rows[-1].id) if more else None})
+
+
+class ReadView(NamespaceView):
+    @extend_schema(request=s.ReadIn, responses=s.ReadOut,
+                   summary="Read memory for a query: frontier, raw, raw_ordered or pruned",
+                   operation_id="read")
+    def post(self, request: Request, ns: str) -> Response:
+        namespace = self.namespace(request, ns)
+        data = s.ReadIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        mode, query = v["mode"], v["query"]
+        if mode == "frontier":
+            result = selectors.frontier_read(namespace=namespace, query=query, k=v.get("k", 12),
+                                             disclose=v["disclose"])
+        elif mode in ("raw", "raw_ordered"):
+            result = selectors.raw_read(namespace=namespace, query=query, k=v.get("k", 10),
+                                        ordered=mode == "raw_ordered")
+        else:
+            result = selectors.pruned_read(namespace=namespace, query=query, k=v.get("k", 12),
+                                           gate=v["gate"])
+        return Response(result.as_dict())
