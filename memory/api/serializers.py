@@ -35,6 +35,7 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
+BIGINT_MAX = 2**63 - 1
 OPS = [o.value for o in OpType]
 MODES = ["frontier", "raw", "raw_ordered", "pruned"]
 DISCLOSURES = ["support", "alternatives", "history"]
@@ -63,7 +64,7 @@ class FactIn(serializers.Serializer):
     key = _key_field()
     value = _value_field()
     op = serializers.ChoiceField(choices=OPS, required=False)
-    version = StrictIntegerField(min_value=1, required=False)
+    version = StrictIntegerField(min_value=1, max_value=BIGINT_MAX, required=False)
     hard_commit = StrictBooleanField(required=False, default=False)
 
     def validate_key(self, key: str) -> str:
@@ -109,7 +110,7 @@ class ObservationOut(serializers.Serializer):
 class CellOpIn(serializers.Serializer):
     op = serializers.ChoiceField(choices=OPS)
     value = _value_field()
-    version = StrictIntegerField(min_value=1, required=False)
+    version = StrictIntegerField(min_value=1, max_value=BIGINT_MAX, required=False)
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -42,6 +42,13 @@ class NamespaceView(APIView):
     def namespace(self, request: Request, ns: str, *, write: bool = False) -> Any:
         return namespace_for(request, ns, write=write)
 
+    def evidence(self, namespace: Any, pk: int) -> Evidence:
+        evidence = (Evidence.objects.filter(namespace=namespace, pk=pk).first()
+                    if pk <= s.BIGINT_MAX else None)
+        if evidence is None:
+            raise exceptions.NotFound("no such observation")
+        return evidence
+
 
 def _limit(request: Request, default: int = 50) -> int:
     raw = request.query_params.get("limit", str(default))
@@ -143,10 +150,7 @@ class ObservationDetailView(NamespaceView):
     @extend_schema(responses=s.ObservationOut, summary="An observation's status and operations",
                    operation_id="observation_get")
     def get(self, request: Request, ns: str, pk: int) -> Response:
-        namespace = self.namespace(request, ns)
-        evidence = Evidence.objects.filter(namespace=namespace, pk=pk).first()
-        if evidence is None:
-            raise exceptions.NotFound("no such observation")
+        evidence = self.evidence(self.namespace(request, ns), pk)
         return Response(observation_body(evidence))
 
 
@@ -157,10 +161,7 @@ class ObservationRetryView(NamespaceView):
     def post(self, request: Request, ns: str, pk: int) -> Response:
         from memory.services import observation_retry
 
-        namespace = self.namespace(request, ns, write=True)
-        evidence = Evidence.objects.filter(namespace=namespace, pk=pk).first()
-        if evidence is None:
-            raise exceptions.NotFound("no such observation")
+        evidence = self.evidence(self.namespace(request, ns, write=True), pk)
         if not observation_retry(evidence=evidence):
             return Response({"error": f"observation is {evidence.state}, not failed"}, status=409)
         _enqueue(evidence.id)
@@ -285,7 +286,7 @@ class OperationsView(NamespaceView):
                                        actor=request.query_params.get("actor"))
         before = request.query_params.get("before")
         if before is not None:
-            if not before.isdigit():
+            if not before.isdigit() or int(before) > s.BIGINT_MAX:
                 raise exceptions.ValidationError({"before": "an operation id"})
             qs = qs.filter(Q(id__lt=int(before)))
         rows = list(qs[: limit + 1])

@@ -242,7 +242,7 @@ def _write(namespace: Namespace, cell: Cell, state: CellState, decision: Decisio
     new_id = version_ids[0] if version_ids else None
     head_after = new_id if decision.head_id == NEW else decision.head_id
     op_type = decision.op if decision.applied else OpType.NOOP
-    target = new_id or (item.version_id if item.version_id is not None else head_after)
+    target = new_id or _first_touched(decision) or head_after
     operation = Operation(
         id=op_ids[0], namespace=namespace, cell=cell, key=cell.key, type=op_type,
         requested=item.op, actor=actor, evidence=evidence,
@@ -290,6 +290,14 @@ def _write(namespace: Namespace, cell: Cell, state: CellState, decision: Decisio
         cell.head_id = head_after
         Cell.objects.filter(pk=cell.pk).update(head_id=head_after, updated_at=now)
     return Applied(operation, cell, decision, reinstated=reinstated)
+
+
+def _first_touched(decision: Decision) -> int | None:
+    """The existing version an operation acted on first (its log row points there)."""
+    for e in decision.effects:
+        if isinstance(e, Tombstone | Support | Retype | Reinstate):
+            return e.version_id
+    return None
 
 
 def _retype(effects: list[Retype | Reinstate], now: datetime) -> None:

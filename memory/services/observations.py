@@ -122,7 +122,32 @@ def observation_extract(*, evidence_id: int) -> bool:
     identity and the refresh after commit (:func:`memory.llm.pipeline.observation_vectors`).
     Raises :class:`ExtractionFailed` when the model or the embedder is unreachable after its
     retries, so the task can retry. An answer that came back unusable (unparsable, wrong
-    schema, empty) fails the observation at once, its raw answer kept in ``extracted``."""
+    schema, empty) fails the observation at once, its raw answer kept in ``extracted``.
+    Concurrent duplicate deliveries call the model once: the first claims the extraction
+    (an advisory lock), the others return at once."""
+    if not _try_claim_extraction(evidence_id):
+        return True  # a duplicate delivery is extracting it right now, and drains after
+    try:
+        return _extract_claimed(evidence_id)
+    finally:
+        _release_extraction(evidence_id)
+
+
+def _try_claim_extraction(evidence_id: int) -> bool:
+    # The single-bigint advisory-lock space holds extraction claims (drains use the two-int
+    # space). A session lock, not a row lock: it is held across the model call, which must
+    # not sit inside a transaction, and PostgreSQL drops it if the worker dies.
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_try_advisory_lock(%s::bigint)", [evidence_id])
+        return bool(cur.fetchone()[0])
+
+
+def _release_extraction(evidence_id: int) -> None:
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_unlock(%s::bigint)", [evidence_id])
+
+
+def _extract_claimed(evidence_id: int) -> bool:
     from memory.llm import pipeline
     from memory.llm.client import is_transport_error
     from memory.llm.embedding import EmbeddingError
