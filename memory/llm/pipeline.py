@@ -4,17 +4,36 @@ and the embeddings refreshed after commit (SPEC §5).
 Every function here runs outside database transactions (model and embedding calls never sit
 inside one); the reads it makes are plain snapshots, and the drain lock of the namespace makes
 sure nothing else commits to it between planning and applying.
+
+Cost per observation (issue 4): at most two chat calls — extraction and ONE batched
+annotation — plus one identity confirmation per key that is new yet close to a registered key.
+Embeddings: ONE batch (:func:`observation_vectors`, at extraction) holds the evidence text,
+every key of its facts and every ``key: value`` it may install; identity and the refresh after
+commit reuse those vectors. A second batch happens only when a commit moves a head to text the
+observation did not contain (a rollback reinstating an older value, a key merged into another
+key's name) or when the cached vectors are missing.
 """
 
 from __future__ import annotations
 
+import base64
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
+
+from django.core.signals import setting_changed
 
 from memory.domain import OpType, Status, normalize_key, same_value
 
 log = logging.getLogger("pmem.pipeline")
+
+
+class ModelUnavailable(Exception):
+    """The model could not be reached for a job that cannot be skipped (annotation): the
+    observation fails visibly and may be retried, instead of committing noops for an outage."""
 
 
 @dataclass
@@ -55,6 +74,15 @@ def _fact_dict(fact: Any) -> dict[str, Any]:
 _rule_extractor: Any = None
 
 
+def _forget_rule_extractor(*, setting: str, **_: Any) -> None:
+    global _rule_extractor
+    if setting == "PMEM_RULE_PATTERNS":
+        _rule_extractor = None
+
+
+setting_changed.connect(_forget_rule_extractor)
+
+
 def rule_extractor() -> Any:
     global _rule_extractor
     if _rule_extractor is None:
@@ -81,9 +109,69 @@ def extract_text(text: str) -> TextExtraction:
 
 
 def embed_texts(texts: list[str]) -> list[list[float]]:
+    """One batch through the configured embedder. Raises ``EmbeddingError`` when a remote
+    embedder fails after its retries."""
     from memory.llm.embedding import embedder_from_settings
 
     return embedder_from_settings().embed(texts) if texts else []
+
+
+def embed_batch(texts: Sequence[str]) -> tuple[list[list[float]], int]:
+    """:func:`embed_texts`, with the number of embedding calls it cost (a local embedder
+    costs none; a remote one costs one request per non-empty batch)."""
+    from memory.llm.embedding import RemoteEmbedder, embedder_from_settings
+
+    if not texts:
+        return [], 0
+    embedder = embedder_from_settings()
+    vectors = embedder.embed(list(texts))
+    return vectors, int(isinstance(embedder, RemoteEmbedder))
+
+
+# --- the observation's one embedding batch -------------------------------------------------
+
+
+def key_text(key: str) -> str:
+    """What a key is embedded as for soft identity: its words."""
+    return key.replace("_", " ")
+
+
+def pack_vector(vector: Sequence[float]) -> str:
+    """A vector as base64 float32 (pgvector stores float4: nothing is lost), for JSON."""
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+
+
+def unpack_vector(packed: str) -> list[float]:
+    return [float(x) for x in np.frombuffer(base64.b64decode(packed), dtype="<f4")]
+
+
+@dataclass
+class ObservationVectors:
+    evidence: list[float] | None
+    cache: dict[str, str]  # text -> packed vector, for identity and the refresh after commit
+    embed_calls: int
+
+
+def observation_vectors(*, text: str, facts: list[dict[str, Any]]) -> ObservationVectors:
+    """Embed, in ONE batch, the evidence text, every key of the facts and every
+    ``key: value`` they may install. Raises ``EmbeddingError`` (the caller retries)."""
+    from memory.domain.render import embedding_text
+
+    wanted: list[str] = []
+    for fact in facts:
+        key = normalize_key(str(fact.get("key") or ""))
+        if not key:
+            continue
+        wanted.append(key_text(key))
+        if fact.get("value") is not None and str(fact["value"]).strip():
+            wanted.append(embedding_text(key, str(fact["value"])))
+    wanted = list(dict.fromkeys(t for t in wanted if t))
+    batch = ([text] if text else []) + wanted
+    vectors, calls = embed_batch(batch)
+    evidence = vectors[0] if text else None
+    rest = vectors[1:] if text else vectors
+    return ObservationVectors(evidence, {t: pack_vector(v) for t, v in zip(wanted, rest,
+                                                                          strict=True)}, calls)
 
 
 # --- planning: key identity + annotation ---------------------------------------------------
@@ -132,19 +220,23 @@ def _withdrawn_target(namespace: Any, key: str, value: str | None) -> int | None
     return None
 
 
-def plan_operations(*, namespace: Any, facts: list[dict[str, Any]], actor: str = "") -> Plan:
+def plan_operations(*, namespace: Any, facts: list[dict[str, Any]], actor: str = "",
+                    vectors: dict[str, str] | None = None) -> Plan:
     """Turn an observation's facts into typed operations relative to the current heads.
 
     Client facts with an ``op`` are applied as asked (invalid ones become logged noops).
     Other facts are annotated: by the model in ONE batched call when one is configured,
-    else deterministically (accept; withdrawn → revoke of the named value)."""
+    else deterministically (accept; withdrawn → revoke of the named value). An answer that
+    is unusable becomes noops with the raw output kept; no answer at all (the model is
+    unreachable after its retries) raises :class:`ModelUnavailable`. ``vectors`` are the
+    observation's cached embeddings (:func:`observation_vectors`)."""
     from memory.services.graph import OpInput
 
     plan = Plan()
     client = _client()
-    facts = [f for f in facts if normalize_key(str(f.get("key") or ""))]
+    facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
     if client is not None:
-        _resolve_identities(namespace, facts, client, plan)
+        _resolve_identities(namespace, facts, client, plan, vectors or {})
     keys = sorted({normalize_key(f["key"]) for f in facts})
     heads = _heads(namespace, keys)
     to_annotate = [f for f in facts if not f.get("op")]
@@ -169,10 +261,17 @@ def plan_operations(*, namespace: Any, facts: list[dict[str, Any]], actor: str =
                     op, reason = OpType.NOOP, f"withdrawn value {value!r} is not in memory"
         plan.items.append((OpInput(key=key, op=op, value=value, version_id=version,
                                    reason=reason, raw_output=raw,
-                                   payload={"assertion": fact.get("assertion", "asserted"),
-                                            "hard_commit": bool(fact.get("hard_commit"))}),
+                                   payload=_payload(fact)),
                            fact_actor))
     return plan
+
+
+def _payload(fact: dict[str, Any]) -> dict[str, Any]:
+    payload = {"assertion": fact.get("assertion", "asserted"),
+               "hard_commit": bool(fact.get("hard_commit"))}
+    if fact.get("alias_of"):
+        payload["alias_of"] = fact["alias_of"]  # the name the observation used
+    return payload
 
 
 def _annotate(facts: list[dict[str, Any]], heads: dict[str, HeadView], client: Any,
@@ -195,20 +294,21 @@ def _annotate(facts: list[dict[str, Any]], heads: dict[str, HeadView], client: A
     if client is None:
         result = annotate_without_model(items)
     else:
+        from memory.llm.client import is_transport_error
+
         result = annotate(client, items)
         plan.chat_calls += 1
         plan.prompt_tokens += result.prompt_tokens
         plan.completion_tokens += result.completion_tokens
+        if is_transport_error(result.error):
+            raise ModelUnavailable(f"annotation failed: {result.error}")
     raw = getattr(result, "raw", "") or ""
-    out = []
-    for item, ann in zip(items, result.ops, strict=True):
-        out.append({"op": ann.op, "value": ann.value, "reason": ann.reason, "raw": raw,
-                    "valid": ann.valid})
-    return out
+    return [{"op": ann.op, "value": ann.value, "reason": ann.reason, "raw": raw,
+             "valid": ann.valid} for ann in result.ops]
 
 
 def _resolve_identities(namespace: Any, facts: list[dict[str, Any]], client: Any,
-                        plan: Plan) -> None:
+                        plan: Plan, cached: dict[str, str]) -> None:
     """Soft key identity (SPEC §5.3): a new key whose nearest registered key has cosine ≥ the
     threshold is shown, by name only, to the model; on 'same' the fact moves to that key and
     the new name becomes an alias (registered at commit)."""
@@ -229,8 +329,9 @@ def _resolve_identities(namespace: Any, facts: list[dict[str, Any]], client: Any
     unknown = [k for k in new_keys if k not in known]
     if not unknown:
         return
-    vectors = embed_texts([k.replace("_", " ") for k in unknown])
-    plan.embed_calls += 1
+    vectors = _key_vectors(unknown, cached, plan)
+    if vectors is None:
+        return  # no embedder: exact match only (a fork is recoverable, a wrong merge is not)
     threshold = settings.PMEM_IDENTITY_THRESHOLD
     merged: dict[str, str] = {}
     for key, vec in zip(unknown, vectors, strict=True):
@@ -253,36 +354,93 @@ def _resolve_identities(namespace: Any, facts: list[dict[str, Any]], client: Any
             f["key"] = merged[key]
 
 
+def _key_vectors(keys: list[str], cached: dict[str, str],
+                 plan: Plan) -> list[list[float]] | None:
+    """Vectors of ``keys`` from the observation's cache; the missing ones in one batch.
+    None when the embedder fails (soft identity is then skipped, and logged)."""
+    from memory.llm.embedding import EmbeddingError
+
+    texts = [key_text(k) for k in keys]
+    missing = [t for t in texts if t not in cached]
+    fresh: dict[str, list[float]] = {}
+    if missing:
+        try:
+            vectors, calls = embed_batch(missing)
+        except EmbeddingError as exc:
+            log.warning("key identity skipped (embedder failed): %s", exc)
+            return None
+        plan.embed_calls += calls
+        fresh = dict(zip(missing, vectors, strict=True))
+    return [fresh[t] if t in fresh else unpack_vector(cached[t]) for t in texts]
+
+
 # --- after commit ---------------------------------------------------------------------------
 
 
-def after_commit(*, namespace: Any, applied: list[Any]) -> None:
-    """Refresh the ``key: value`` embeddings of cells whose head moved (outside the commit)."""
+def after_commit(*, namespace: Any, applied: list[Any],
+                 vectors: dict[str, str] | None = None) -> int:
+    """Refresh the ``key: value`` embeddings of cells whose head moved (outside the commit).
+    Never raises for an embedder fault: the embeddings stay stale (``embedded_text`` tells)
+    and refresh on the cell's next commit. Returns the embedding calls it made."""
+    from memory.llm.embedding import EmbeddingError
+
     cell_ids = {a.cell.pk for a in applied if a.cell is not None and a.decision is not None}
-    if cell_ids:
-        cells_refresh_embeddings(cell_ids=cell_ids)
+    if not cell_ids:
+        return 0
+    try:
+        return cells_refresh_embeddings(cell_ids=cell_ids, cached=vectors)[1]
+    except EmbeddingError as exc:
+        log.warning("cell embeddings left stale (embedder failed): %s", exc)
+        return 0
 
 
-def cells_refresh_embeddings(*, cell_ids: set[int] | list[int]) -> int:
-    """Embed every listed cell whose embedded text no longer matches ``key: head value``.
+def cells_refresh_embeddings(*, cell_ids: set[int] | list[int],
+                             cached: dict[str, str] | None = None) -> tuple[int, int]:
+    """Embed every listed cell whose embedded text no longer matches ``key: head value``,
+    taking vectors from ``cached`` (text -> packed vector) where it has them and embedding
+    the rest in one batch. Returns (cells refreshed, embedding calls made).
 
     A concurrent head change between reading and writing is caught by the conditional
     UPDATE (the text must still be what was embedded); it refreshes on its own commit."""
     from memory.domain.render import embedding_text
     from memory.models import Cell
 
+    cached = cached or {}
     stale = []
     for cell in Cell.objects.filter(pk__in=list(cell_ids)).select_related("head"):
         text = embedding_text(cell.key, cell.head.value) if cell.head else ""
         if text != cell.embedded_text or (cell.key_embedding is None):
             stale.append((cell, text))
     if not stale:
-        return 0
-    texts = [t or c.key for c, t in stale]
-    key_texts = [c.key.replace("_", " ") for c, _ in stale]
-    vectors = embed_texts(texts + key_texts)
-    n = len(stale)
-    for (cell, text), vec, kvec in zip(stale, vectors[:n], vectors[n:], strict=True):
-        Cell.objects.filter(pk=cell.pk, embedded_text=cell.embedded_text).update(
-            embedded_text=text, embedding=vec if text else None, key_embedding=kvec)
-    return n
+        return 0, 0
+    wanted = [t or c.key for c, t in stale] + [key_text(c.key) for c, _ in stale]
+    missing = list(dict.fromkeys(t for t in wanted if t not in cached))
+    vectors, calls = embed_batch(missing)
+    found = dict(zip(missing, vectors, strict=True))
+    rows = []
+    for cell, text in stale:
+        vec = found.get(text or cell.key) or unpack_vector(cached[text or cell.key])
+        kvec = found.get(key_text(cell.key)) or unpack_vector(cached[key_text(cell.key)])
+        rows.append((cell.pk, cell.embedded_text, text, _vector_literal(vec) if text else None,
+                     _vector_literal(kvec)))
+    _update_cell_embeddings(rows)
+    return len(stale), calls
+
+
+def _vector_literal(vector: list[float]) -> str:
+    return "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
+
+
+def _update_cell_embeddings(rows: list[tuple[int, str, str, str | None, str]]) -> None:
+    """One UPDATE for all refreshed cells; the ``embedded_text`` guard skips a cell whose
+    head moved (and was re-embedded by its own commit) since it was read."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE memory_cell AS c SET embedded_text = v.text, embedding = v.emb::vector,"
+            " key_embedding = v.kemb::vector"
+            " FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[])"
+            " AS v(id, old, text, emb, kemb) WHERE c.id = v.id AND c.embedded_text = v.old",
+            [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+             [r[3] for r in rows], [r[4] for r in rows]])

@@ -1,22 +1,26 @@
 """Applying typed operations to the graph in PostgreSQL (SPEC §3, §4).
 
-Every write to a cell happens here, inside a transaction that holds the cell's row lock:
-lock the cell, read its state, ask the pure state machine (:func:`memory.domain.decide`)
-for the effects, write them, move the head pointer and write the operation row. The partial
-unique index ``one_head_per_key`` backs the invariant, so a bug raises IntegrityError
-instead of leaving a key with two current values.
+Every write to a cell happens here, inside a transaction that holds the row locks of the cells
+it touches: lock the cells, read their open versions, ask the pure state machine
+(:func:`memory.domain.decide`) for each operation's effects, then write all effects, move the
+head pointers and write the operation rows. The partial unique index ``one_head_per_key`` backs
+the invariant, so a bug raises IntegrityError instead of leaving a key with two current values.
+
+Operations are applied as a *batch* (all facts of one observation, or one human operation):
+decisions are taken one after another on an in-memory overlay of the locked cells, so a later
+fact sees an earlier one's effect, and the writes are then issued a table at a time. The number
+of SQL statements per observation is constant, whatever its number of facts.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from memory.domain import (
@@ -38,7 +42,7 @@ from memory.domain import (
     decide,
     normalize_key,
 )
-from memory.domain.model import OPEN_STATUSES
+from memory.domain.model import OPEN_STATUSES, RETRACTED_STATUSES
 from memory.models import Cell, Evidence, KeyAlias, Namespace, Operation, SupportEdge, Version
 from memory.models import Tombstone as TombstoneRow
 
@@ -55,21 +59,6 @@ class CellNotFound(Exception):
 
 
 @dataclass(frozen=True)
-class Applied:
-    """The outcome of one operation: its log row, the cell after it, and what changed."""
-
-    operation: Operation
-    cell: Cell | None
-    decision: Decision | None
-    invalid: str | None = None
-    reinstated: tuple[int, ...] = field(default=())
-
-    @property
-    def head_changed(self) -> bool:
-        return self.decision is not None and self.decision.applied
-
-
-@dataclass(frozen=True)
 class OpInput:
     """One operation to apply, as the services receive it."""
 
@@ -82,6 +71,25 @@ class OpInput:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     payload: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def creates(self) -> bool:
+        return self.op in CREATING_OPS and bool(self.value and self.value.strip())
+
+
+@dataclass(frozen=True)
+class Applied:
+    """The outcome of one operation: its log row, the cell after it, and what changed."""
+
+    operation: Operation
+    cell: Cell | None
+    decision: Decision | None
+    invalid: str | None = None
+    reinstated: tuple[int, ...] = field(default=())
+
+    @property
+    def head_changed(self) -> bool:
+        return self.decision is not None and self.decision.applied
 
 
 def operation_apply(
@@ -106,190 +114,366 @@ def operation_apply(
     """
     item = OpInput(key=key, op=OpType(op), value=value, version_id=version_id, reason=reason)
     with transaction.atomic():
-        return apply_in_transaction(namespace=namespace, item=item, actor=actor,
-                                    evidence=evidence, explicit=explicit)
+        return apply_batch(namespace=namespace, items=[(item, actor)], evidence=evidence,
+                           explicit=explicit)[0]
 
 
-def apply_in_transaction(
-    *,
-    namespace: Namespace,
-    item: OpInput,
-    actor: str,
-    evidence: Evidence | None = None,
-    explicit: bool = False,
-) -> Applied:
-    """Apply ``item`` inside the caller's transaction (which must be open)."""
-    assert connection.in_atomic_block, "apply_in_transaction needs an open transaction"
-    key = normalize_key(item.key)
-    cell = _lock_cell(namespace, key, create=item.op in CREATING_OPS and bool(item.value))
-    if cell is None:
-        if explicit:
-            raise CellNotFound(key)
-        reason = f"invalid: {item.op} needs a head (no cell {key!r})"
-        return Applied(_log_noop(namespace, None, key, item, actor, evidence, reason), None, None,
-                       invalid=reason)
-    state = _load_state(cell, item)
-    try:
-        decision = decide(state, OpRequest(item.op, item.value, item.version_id))
-    except InvalidOperation as exc:
-        if explicit:
-            raise
-        return Applied(_log_noop(namespace, cell, key, item, actor, evidence, exc.reason), cell,
-                       None, invalid=exc.reason)
-    return _write(namespace, cell, state, decision, item, actor, evidence)
+def apply_in_transaction(*, namespace: Namespace, item: OpInput, actor: str,
+                         evidence: Evidence | None = None, explicit: bool = False) -> Applied:
+    """Apply one ``item`` inside the caller's transaction."""
+    return apply_batch(namespace=namespace, items=[(item, actor)], evidence=evidence,
+                       explicit=explicit)[0]
 
 
-# --- reading the locked state ---------------------------------------------------------------
+def apply_batch(*, namespace: Namespace, items: Sequence[tuple[OpInput, str]],
+                evidence: Evidence | None = None, explicit: bool = False) -> list[Applied]:
+    """Apply ``items`` in order inside the caller's transaction (which must be open).
+
+    Locks every cell the items name (in key order, so concurrent batches cannot deadlock),
+    decides each item on the overlay, then writes. With ``explicit``, the first invalid item
+    raises and the caller's transaction must be rolled back (nothing of the batch is kept)."""
+    assert connection.in_atomic_block, "apply_batch needs an open transaction"
+    if not items:
+        return []
+    batch = _Batch(namespace, evidence, timezone.now())
+    keys = [normalize_key(item.key) for item, _ in items]
+    batch.lock_cells(keys, creating={k for k, (item, _) in zip(keys, items, strict=True)
+                                     if item.creates})
+    batch.load_versions([item.version_id for item, _ in items if item.version_id is not None])
+    for key, (item, actor) in zip(keys, items, strict=True):
+        batch.decide(key, item, actor, explicit=explicit)
+    return batch.write()
 
 
-def _lock_cell(namespace: Namespace, key: str, *, create: bool) -> Cell | None:
-    cell = Cell.objects.select_for_update().filter(namespace=namespace, key=key).first()
-    if cell is not None:
-        return cell
-    alias = KeyAlias.objects.filter(namespace=namespace, alias=key).values_list("cell_id", flat=True)
-    alias_cell_id = alias.first()
-    if alias_cell_id is not None:
-        return Cell.objects.select_for_update().get(pk=alias_cell_id)
-    if not create:
-        return None
-    # Two writers may create the same key at once: insert-or-ignore, then lock what won.
-    Cell.objects.bulk_create([Cell(namespace=namespace, key=key)], ignore_conflicts=True)
-    return Cell.objects.select_for_update().get(namespace=namespace, key=key)
+# --- the overlay ------------------------------------------------------------------------------
 
 
-def _view(v: Version) -> VersionView:
-    return VersionView(v.id, v.value, Status(v.status), v.supersedes_id)
+@dataclass
+class _Row:
+    """A version as the batch sees it; ``id`` is negative until the row is inserted."""
+
+    id: int
+    cell_id: int
+    value: str
+    status: Status
+    supersedes_id: int | None
+    alternative_of_id: int | None
+    valid_from: datetime
+    valid_to: datetime | None
+    support: int
+    new: bool = False
+    created_by: int | None = None  # op index in the batch
+    support_delta: int = 0
+    dirty: bool = False
+
+    def view(self) -> VersionView:
+        return VersionView(self.id, self.value, self.status, self.supersedes_id)
 
 
-def _load_state(cell: Cell, item: OpInput) -> CellState:
-    """Head, alternatives (oldest first), a named target, and — only for a retraction of
-    the head — the head's predecessors as far as rollback can need them."""
-    wanted = Q(status__in=[s.value for s in OPEN_STATUSES])
-    if item.version_id is not None:
-        wanted |= Q(pk=item.version_id)
-    rows = list(Version.objects.filter(wanted, cell=cell).order_by("id"))
-    head = next((_view(v) for v in rows if v.status in HEAD_STATUSES), None)
-    alternatives = tuple(_view(v) for v in rows if v.status == Status.ALTERNATIVE)
-    target = next((_view(v) for v in rows if v.id == item.version_id), None)
-    predecessors: tuple[VersionView, ...] = ()
-    retracts_head = item.op in (OpType.REVOKE, OpType.REJECT) and (
-        (item.op == OpType.REVOKE and (item.version_id is None or (head and item.version_id == head.id)))
-        or (item.op == OpType.REJECT and not (item.value and item.value.strip()))
-    )
-    if head is not None and retracts_head and head.supersedes_id is not None:
-        predecessors = predecessors_of(head.supersedes_id)
-    return CellState(head, alternatives, predecessors, target)
+@dataclass
+class _PendingOp:
+    key: str
+    cell: Cell | None
+    item: OpInput
+    actor: str
+    type: str
+    requested: str
+    reason: str
+    payload: dict[str, Any]
+    version_ref: int | None = None  # a version id (negative: created in this batch)
+    cause: int | None = None  # for reinstate rows: index of the causing op
+    decision: Decision | None = None
+    invalid: str | None = None
+    reinstated: tuple[int, ...] = ()
+    support_refs: list[int] = field(default_factory=list)
+    tomb_refs: list[int] = field(default_factory=list)
+
+
+class _Batch:
+    def __init__(self, namespace: Namespace, evidence: Evidence | None, now: datetime) -> None:
+        self.namespace, self.evidence, self.now = namespace, evidence, now
+        self.cells: dict[str, Cell] = {}
+        self.rows: dict[int, _Row] = {}
+        self.heads: dict[int, int | None] = {}  # cell id -> head row id
+        self.ops: list[_PendingOp] = []
+        self._temp = -1
+
+    # --- reading, under lock ----------------------------------------------------------------
+
+    def lock_cells(self, keys: list[str], creating: set[str]) -> None:
+        wanted = sorted(set(keys))
+        self._select_for_update(wanted)
+        missing = [k for k in wanted if k not in self.cells]
+        if missing:
+            for alias, cell_id in KeyAlias.objects.filter(
+                    namespace=self.namespace, alias__in=missing).values_list("alias", "cell_id"):
+                cell = Cell.objects.select_for_update().get(pk=cell_id)
+                self.cells[alias] = cell
+        to_create = sorted(k for k in creating if k not in self.cells)
+        if to_create:
+            # Two writers may create one key at once: insert-or-ignore, then lock what won.
+            Cell.objects.bulk_create([Cell(namespace=self.namespace, key=k) for k in to_create],
+                                     ignore_conflicts=True)
+            self._select_for_update(to_create)
+        for cell in self.cells.values():
+            self.heads[cell.pk] = cell.head_id
+
+    def _select_for_update(self, keys: list[str]) -> None:
+        for cell in (Cell.objects.select_for_update().filter(namespace=self.namespace, key__in=keys)
+                     .order_by("key")):
+            self.cells[cell.key] = cell
+
+    def load_versions(self, named_ids: list[int]) -> None:
+        """Open versions of every locked cell, plus versions named by id, in one query."""
+        cell_ids = list({c.pk for c in self.cells.values()})
+        if not cell_ids:
+            return
+        sql = ("SELECT id, cell_id, value, status, supersedes_id, alternative_of_id, valid_from,"
+               " valid_to, support FROM memory_version WHERE cell_id = ANY(%s) AND"
+               " (status = ANY(%s) OR id = ANY(%s))")
+        with connection.cursor() as cur:
+            cur.execute(sql, [cell_ids, [s.value for s in OPEN_STATUSES], named_ids])
+            for r in cur.fetchall():
+                self._add(r)
+
+    def _add(self, r: Sequence[Any]) -> None:
+        if r[0] not in self.rows:
+            self.rows[r[0]] = _Row(r[0], r[1], r[2], Status(r[3]), r[4], r[5], r[6], r[7], r[8])
+
+    def _predecessors(self, head: _Row) -> tuple[VersionView, ...]:
+        """Walk ``supersedes`` back to the first version rollback may reinstate, from the
+        overlay where it can and the database (one recursive query) where it must."""
+        out: list[VersionView] = []
+        cursor = head.supersedes_id
+        while cursor is not None:
+            if cursor not in self.rows:
+                for r in _predecessor_rows(cursor):
+                    self._add(r)
+            row = self.rows[cursor]
+            out.append(row.view())
+            if row.status not in RETRACTED_STATUSES:
+                break
+            cursor = row.supersedes_id
+        return tuple(out)
+
+    def _state(self, cell: Cell, item: OpInput) -> CellState:
+        head_id = self.heads.get(cell.pk)
+        head = self.rows[head_id] if head_id is not None else None
+        alternatives = tuple(sorted(
+            (r.view() for r in self.rows.values()
+             if r.cell_id == cell.pk and r.status == Status.ALTERNATIVE),
+            key=lambda v: (v.id < 0, abs(v.id)),  # stored rows first, then this batch's
+        ))
+        target = None
+        if item.version_id is not None:
+            row = self.rows.get(item.version_id)
+            target = row.view() if row is not None and row.cell_id == cell.pk else None
+        retracts = head is not None and (
+            (item.op == OpType.REVOKE and item.version_id in (None, head.id))
+            or (item.op == OpType.REJECT and not (item.value and item.value.strip())))
+        preds = self._predecessors(head) if retracts and head is not None else ()
+        return CellState(head.view() if head else None, alternatives, preds, target)
+
+    # --- deciding ---------------------------------------------------------------------------
+
+    def decide(self, key: str, item: OpInput, actor: str, *, explicit: bool) -> None:
+        cell = self.cells.get(key)
+        base = {**item.payload, "requested": str(item.op), "value": item.value,
+                "version": item.version_id}
+        if cell is None:
+            if explicit:
+                raise CellNotFound(key)
+            reason = f"invalid: {item.op} needs a head (no cell {key!r})"
+            self.ops.append(_PendingOp(key, None, item, actor, "noop", item.op, reason,
+                                       {**base, "invalid": reason}, invalid=reason))
+            return
+        try:
+            decision = decide(self._state(cell, item), OpRequest(item.op, item.value,
+                                                                 item.version_id))
+        except InvalidOperation as exc:
+            if explicit:
+                raise
+            self.ops.append(_PendingOp(cell.key, cell, item, actor, "noop", item.op, exc.reason,
+                                       {**base, "invalid": exc.reason}, invalid=exc.reason))
+            return
+        self._apply(cell, item, actor, decision, base)
+
+    def _apply(self, cell: Cell, item: OpInput, actor: str, decision: Decision,
+               base: dict[str, Any]) -> None:
+        index = len(self.ops)
+        head_before = self.heads.get(cell.pk)
+        op = _PendingOp(cell.key, cell, item, actor,
+                        decision.op if decision.applied else "noop", item.op,
+                        item.reason or decision.note, base, decision=decision)
+        self.ops.append(op)
+        new_id: int | None = None
+        reinstated: list[tuple[int, Status]] = []
+        for e in decision.effects:
+            if isinstance(e, NewVersion):
+                new_id = self._temp = self._temp - 1
+                self.rows[new_id] = _Row(
+                    new_id, cell.pk, e.value, e.status, e.supersedes_id, e.alternative_of_id,
+                    self._valid_from(), None, 1, new=True, created_by=index)
+                op.support_refs.append(new_id)
+            elif isinstance(e, Retype | Reinstate):
+                self._retype(self.rows[e.version_id], e.status)
+                if isinstance(e, Reinstate):
+                    reinstated.append((e.version_id, e.status))
+            elif isinstance(e, LinkSupersedes):
+                row = self.rows[e.version_id]
+                row.supersedes_id, row.dirty = e.supersedes_id, True
+            elif isinstance(e, Support):
+                row = self.rows[e.version_id]
+                row.support += 1
+                row.support_delta += 1
+                row.dirty = True
+                op.support_refs.append(e.version_id)
+            elif isinstance(e, Tombstone):
+                op.tomb_refs.append(e.version_id)
+        head_after = new_id if decision.head_id == NEW else decision.head_id
+        self.heads[cell.pk] = head_after
+        op.version_ref = new_id or _first_touched(decision) or head_after
+        op.reinstated = tuple(v for v, _ in reinstated)
+        op.payload = {**base, "head_before": head_before, "head_after": head_after,
+                      "effects": _effects_json(decision, new_id)}
+        for version_id, status in reinstated:
+            self.ops.append(_PendingOp(
+                cell.key, cell, item, actor, Operation.Type.REINSTATE, item.op,
+                "rollback", {"status": str(status)}, version_ref=version_id, cause=index))
+
+    def _valid_from(self) -> datetime:
+        if self.evidence is not None and self.evidence.observed_at is not None:
+            return self.evidence.observed_at
+        return self.now
+
+    def _retype(self, row: _Row, status: Status) -> None:
+        row.status, row.dirty = status, True
+        if status in OPEN_STATUSES:
+            row.valid_to = None
+        elif row.valid_to is None:
+            row.valid_to = self.now
+
+    # --- writing ----------------------------------------------------------------------------
+
+    def write(self) -> list[Applied]:
+        new_rows = [r for r in self.rows.values() if r.new]
+        version_ids, op_ids = _allocate_ids(len(new_rows), len(self.ops))
+        real = {r.id: vid for r, vid in zip(sorted(new_rows, key=lambda r: -r.id), version_ids,
+                                            strict=True)}
+
+        def m(ref: int | None) -> int | None:
+            return real.get(ref, ref) if ref is not None else None
+
+        evidence, seq = self.evidence, self.evidence.seq if self.evidence else None
+        operations = []
+        for op, op_id in zip(self.ops, op_ids, strict=True):
+            payload = _map_payload(op.payload, real)
+            if op.cause is not None:
+                payload["cause"] = op_ids[op.cause]
+            operations.append(Operation(
+                id=op_id, namespace=self.namespace, cell=op.cell, key=op.key, type=op.type,
+                requested=op.requested, actor=op.actor, evidence=evidence, seq=seq,
+                version_id=m(op.version_ref), value=op.item.value if op.cause is None else None,
+                reason=op.reason if op.cause is None else f"rollback after operation "
+                                                          f"{op_ids[op.cause]}",
+                raw_output=op.item.raw_output if op.cause is None else "",
+                prompt_tokens=op.item.prompt_tokens if op.cause is None else 0,
+                completion_tokens=op.item.completion_tokens if op.cause is None else 0,
+                payload=payload))
+        Operation.objects.bulk_create(operations)
+        stored = [r for r in self.rows.values() if not r.new and r.dirty]
+        # Order matters for the partial unique index: demote first, insert, then promote.
+        _update_rows([r for r in stored if r.status not in HEAD_STATUSES], m)
+        Version.objects.bulk_create([
+            Version(id=m(r.id), namespace=self.namespace, cell_id=r.cell_id, value=r.value,
+                    status=r.status, valid_from=r.valid_from, valid_to=r.valid_to,
+                    support=r.support, created_by_id=op_ids[r.created_by or 0],
+                    supersedes_id=m(r.supersedes_id), alternative_of_id=m(r.alternative_of_id))
+            for r in sorted(new_rows, key=lambda r: -r.id)])
+        _update_rows([r for r in stored if r.status in HEAD_STATUSES], m)
+        SupportEdge.objects.bulk_create([
+            SupportEdge(version_id=m(ref), evidence=evidence, operation_id=op_id)
+            for op, op_id in zip(self.ops, op_ids, strict=True) for ref in op.support_refs])
+        TombstoneRow.objects.bulk_create([
+            TombstoneRow(version_id=m(ref), operation_id=op_id)
+            for op, op_id in zip(self.ops, op_ids, strict=True) for ref in op.tomb_refs])
+        self._move_heads(m)
+        return [
+            Applied(operation, op.cell, op.decision, invalid=op.invalid,
+                    reinstated=tuple(m(v) or 0 for v in op.reinstated))
+            for op, operation in zip(self.ops, operations, strict=True) if op.cause is None
+        ]
+
+    def _move_heads(self, m: Any) -> None:
+        moved = []
+        for cell in {c.pk: c for c in self.cells.values()}.values():
+            head = m(self.heads.get(cell.pk))
+            if head != cell.head_id:
+                cell.head_id = head
+                moved.append(cell)
+            cell.updated_at = self.now
+        touched = [c for c in {c.pk: c for c in self.cells.values()}.values()]
+        if not touched:
+            return
+        with connection.cursor() as cur:
+            cur.execute(
+                "UPDATE memory_cell AS c SET head_id = v.head, updated_at = %s"
+                " FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, head) WHERE c.id = v.id",
+                [self.now, [c.pk for c in touched], [c.head_id for c in touched]])
+
+
+def _update_rows(rows: list[_Row], m: Any) -> None:
+    """One UPDATE for many versions: status, interval, support and supersedes edge."""
+    if not rows:
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE memory_version AS t SET status = v.status, valid_to = v.valid_to,"
+            " support = t.support + v.delta, supersedes_id = v.sup"
+            " FROM unnest(%s::bigint[], %s::varchar[], %s::timestamptz[], %s::int[],"
+            " %s::bigint[]) AS v(id, status, valid_to, delta, sup) WHERE t.id = v.id",
+            [[r.id for r in rows], [str(r.status) for r in rows], [r.valid_to for r in rows],
+             [r.support_delta for r in rows], [m(r.supersedes_id) for r in rows]])
 
 
 _PREDECESSORS_SQL = """
 WITH RECURSIVE chain AS (
-    SELECT id, value, status, supersedes_id, 0 AS depth
+    SELECT id, cell_id, value, status, supersedes_id, alternative_of_id, valid_from, valid_to,
+           support, 0 AS depth
       FROM memory_version WHERE id = %s
     UNION ALL
-    SELECT v.id, v.value, v.status, v.supersedes_id, c.depth + 1
+    SELECT v.id, v.cell_id, v.value, v.status, v.supersedes_id, v.alternative_of_id,
+           v.valid_from, v.valid_to, v.support, c.depth + 1
       FROM memory_version v JOIN chain c ON v.id = c.supersedes_id
      WHERE c.status IN ('revoked', 'contradicted')
 )
-SELECT id, value, status, supersedes_id FROM chain ORDER BY depth
+SELECT id, cell_id, value, status, supersedes_id, alternative_of_id, valid_from, valid_to, support
+  FROM chain ORDER BY depth
 """
 
 
-def predecessors_of(first_id: int) -> tuple[VersionView, ...]:
+def _predecessor_rows(first_id: int) -> list[Sequence[Any]]:
     """The supersedes chain from ``first_id`` backward, stopping at the first version that
     rollback may reinstate — one query, no walk over the rest of the history."""
     with connection.cursor() as cur:
         cur.execute(_PREDECESSORS_SQL, [first_id])
-        return tuple(VersionView(r[0], r[1], Status(r[2]), r[3]) for r in cur.fetchall())
+        return list(cur.fetchall())
 
 
-# --- writing the effects --------------------------------------------------------------------
-
-
-def _valid_from(evidence: Evidence | None, now: datetime) -> datetime:
-    if evidence is not None and evidence.observed_at is not None:
-        return evidence.observed_at
-    return now
+def predecessors_of(first_id: int) -> tuple[VersionView, ...]:
+    return tuple(VersionView(r[0], r[2], Status(r[3]), r[4]) for r in _predecessor_rows(first_id))
 
 
 def _allocate_ids(n_versions: int, n_operations: int) -> tuple[list[int], list[int]]:
-    """Take ids from the sequences up front so rows can reference each other in one pass."""
-    parts = ["nextval('memory_version_id_seq')"] * n_versions + [
-        "nextval('memory_operation_id_seq')"
-    ] * n_operations
+    """Take ids from the sequences up front so rows can reference each other in one pass;
+    ids come in increasing order, which keeps ``supersedes`` pointing strictly backward."""
     with connection.cursor() as cur:
-        cur.execute("SELECT " + ", ".join(parts))
-        ids = list(cur.fetchone())
-    return ids[:n_versions], ids[n_versions:]
-
-
-def _effects_json(decision: Decision, new_id: int | None) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for e in decision.effects:
-        row: dict[str, Any] = {"effect": type(e).__name__}
-        for name, val in vars(e).items():
-            row[name] = new_id if val == NEW and name.endswith("id") else (
-                str(val) if isinstance(val, Status) else val)
-        out.append(row)
-    return out
-
-
-def _write(namespace: Namespace, cell: Cell, state: CellState, decision: Decision,
-           item: OpInput, actor: str, evidence: Evidence | None) -> Applied:
-    now = timezone.now()
-    new_effect = next((e for e in decision.effects if isinstance(e, NewVersion)), None)
-    reinstates = [e for e in decision.effects if isinstance(e, Reinstate)]
-    version_ids, op_ids = _allocate_ids(1 if new_effect else 0, 1 + len(reinstates))
-    new_id = version_ids[0] if version_ids else None
-    head_after = new_id if decision.head_id == NEW else decision.head_id
-    op_type = decision.op if decision.applied else OpType.NOOP
-    target = new_id or _first_touched(decision) or head_after
-    operation = Operation(
-        id=op_ids[0], namespace=namespace, cell=cell, key=cell.key, type=op_type,
-        requested=item.op, actor=actor, evidence=evidence,
-        seq=evidence.seq if evidence is not None else None, version_id=target, value=item.value,
-        reason=item.reason or decision.note, raw_output=item.raw_output,
-        prompt_tokens=item.prompt_tokens, completion_tokens=item.completion_tokens,
-        payload={**item.payload, "requested": str(item.op), "value": item.value,
-                 "version": item.version_id,
-                 "head_before": state.head.id if state.head else None, "head_after": head_after,
-                 "effects": _effects_json(decision, new_id)},
-    )
-    operation.save(force_insert=True)
-
-    # Order matters for the partial unique index: demote first, then install the new head.
-    demotions = [e for e in decision.effects
-                 if isinstance(e, Retype) and e.status not in HEAD_STATUSES]
-    promotions = [e for e in decision.effects
-                  if isinstance(e, Retype | Reinstate) and e.status in HEAD_STATUSES]
-    _retype(demotions, now)
-    if new_effect is not None:
-        Version.objects.bulk_create([Version(
-            id=new_id, namespace=namespace, cell=cell, value=new_effect.value,
-            status=new_effect.status, valid_from=_valid_from(evidence, now), support=1,
-            created_by=operation, supersedes_id=new_effect.supersedes_id,
-            alternative_of_id=new_effect.alternative_of_id,
-        )])
-    _retype(promotions, now)
-    for e in decision.effects:
-        if isinstance(e, LinkSupersedes):
-            Version.objects.filter(pk=e.version_id).update(supersedes_id=e.supersedes_id)
-    supported = [e.version_id for e in decision.effects if isinstance(e, Support)]
-    if supported:
-        Version.objects.filter(pk__in=supported).update(support=F("support") + 1)
-    edge_targets = supported + ([new_id] if new_id is not None else [])
-    if edge_targets:
-        SupportEdge.objects.bulk_create([
-            SupportEdge(version_id=v, evidence=evidence, operation=operation) for v in edge_targets
-        ])
-    tombs = [TombstoneRow(version_id=e.version_id, operation=operation)
-             for e in decision.effects if isinstance(e, Tombstone)]
-    if tombs:
-        TombstoneRow.objects.bulk_create(tombs)
-    reinstated = _log_reinstatements(namespace, cell, reinstates, op_ids[1:], actor, evidence, operation)
-    if head_after != cell.head_id:
-        cell.head_id = head_after
-        Cell.objects.filter(pk=cell.pk).update(head_id=head_after, updated_at=now)
-    return Applied(operation, cell, decision, reinstated=reinstated)
+        cur.execute(
+            "SELECT array(SELECT nextval('memory_version_id_seq') FROM generate_series(1, %s)),"
+            " array(SELECT nextval('memory_operation_id_seq') FROM generate_series(1, %s))",
+            [n_versions, n_operations])
+        versions, operations = cur.fetchone()
+    return sorted(versions), sorted(operations)
 
 
 def _first_touched(decision: Decision) -> int | None:
@@ -300,43 +484,26 @@ def _first_touched(decision: Decision) -> int | None:
     return None
 
 
-def _retype(effects: list[Retype | Reinstate], now: datetime) -> None:
-    """One UPDATE per target status; intervals close on leaving the open statuses and
-    reopen on returning (a reinstated version's interval reopens, SPEC §4)."""
-    by_status: dict[Status, list[int]] = {}
-    for e in effects:
-        by_status.setdefault(e.status, []).append(e.version_id)
-    for status, ids in by_status.items():
-        if status in OPEN_STATUSES:
-            Version.objects.filter(pk__in=ids).update(status=status, valid_to=None)
-        else:
-            Version.objects.filter(pk__in=ids).update(
-                status=status, valid_to=Coalesce("valid_to", now))
+def _effects_json(decision: Decision, new_id: int | None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for e in decision.effects:
+        row: dict[str, Any] = {"effect": type(e).__name__}
+        for name, val in vars(e).items():
+            if name.endswith("id") and val == NEW:
+                val = new_id
+            row[name] = str(val) if isinstance(val, Status) else val
+        out.append(row)
+    return out
 
 
-def _log_reinstatements(namespace: Namespace, cell: Cell, reinstates: list[Reinstate],
-                        ids: list[int], actor: str, evidence: Evidence | None,
-                        cause: Operation) -> tuple[int, ...]:
-    if not reinstates:
-        return ()
-    Operation.objects.bulk_create([
-        Operation(id=op_id, namespace=namespace, cell=cell, key=cell.key,
-                  type=Operation.Type.REINSTATE, requested=cause.requested, actor=actor,
-                  evidence=evidence, seq=cause.seq, version_id=e.version_id,
-                  reason=f"rollback after operation {cause.id}",
-                  payload={"cause": cause.id, "status": str(e.status)})
-        for e, op_id in zip(reinstates, ids, strict=True)
-    ])
-    return tuple(e.version_id for e in reinstates)
-
-
-def _log_noop(namespace: Namespace, cell: Cell | None, key: str, item: OpInput, actor: str,
-              evidence: Evidence | None, reason: str) -> Operation:
-    return Operation.objects.create(
-        namespace=namespace, cell=cell, key=key, type=Operation.Type.NOOP, requested=item.op,
-        actor=actor, evidence=evidence, seq=evidence.seq if evidence is not None else None,
-        value=item.value, reason=reason, raw_output=item.raw_output,
-        prompt_tokens=item.prompt_tokens, completion_tokens=item.completion_tokens,
-        payload={**item.payload, "requested": str(item.op), "value": item.value,
-                 "version": item.version_id, "invalid": reason},
-    )
+def _map_payload(payload: dict[str, Any], real: dict[int, int]) -> dict[str, Any]:
+    """Replace this batch's temporary (negative) version ids by the stored ones."""
+    def fix(v: Any, name: str = "") -> Any:
+        if isinstance(v, dict):
+            return {k: fix(x, k) for k, x in v.items()}
+        if isinstance(v, list):
+            return [fix(x, name) for x in v]
+        if isinstance(v, int) and v < 0 and (name.endswith("id") or name.startswith("head")):
+            return real.get(v, v)
+        return v
+    return fix(payload)

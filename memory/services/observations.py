@@ -31,7 +31,7 @@ from memory.domain import OpType, normalize_key
 from memory.llm.pipeline import ModelUnavailable
 from memory.models import Evidence, Namespace, Operation
 
-from .graph import Applied, OpInput, apply_in_transaction
+from .graph import Applied, OpInput, apply_batch
 
 log = logging.getLogger("pmem.observations")
 
@@ -274,11 +274,7 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
         if locked.state not in UNSETTLED:
             return []  # a redelivered task lost the race: it was committed already
         _register_aliases(locked.namespace, plan.aliases)
-        applied = [
-            apply_in_transaction(namespace=locked.namespace, item=item, actor=actor,
-                                 evidence=locked)
-            for item, actor in plan.items
-        ]
+        applied = apply_batch(namespace=locked.namespace, items=plan.items, evidence=locked)
         Evidence.objects.filter(pk=locked.pk).update(
             # The cached vectors have served their purpose: keep the row small.
             state=Evidence.State.COMMITTED, committed_at=timezone.now(), error="",
