@@ -200,7 +200,7 @@ def _flagged(record: dict[str, Any], case: LocationCase, client: Any) -> bool:
 
 # --- FactConsolidation -----------------------------------------------------------------------
 
-FC_ARMS = ("commit", "raw_top12", "raw_order_tags")
+FC_ARMS = ("commit", "commit_iterative", "raw_top12", "raw_order_tags")
 
 
 def run_factconsolidation(config: RunConfig) -> Results:
@@ -279,10 +279,7 @@ def _fc_answers(session: PMemSession, stream: factconsolidation.Stream,
                 rows.append({"arm": arm, "size": stream.size, "hops": kind, "status": NEEDS_MODEL,
                              "accuracy": None, "n": 0, "context_chars": None})
                 continue
-            answers = [(q, _fc_read(session, arm, q.text)) for q in questions]
-            predictions = [(q, model_answer(client, prompt="state" if arm == "commit" else "flat",
-                                            context=ctx, question=q.text), len(ctx))
-                           for q, ctx in answers]
+            predictions = [_fc_predict(session, arm, q, client) for q in questions]
             scored = [factconsolidation.substring_exact_match(p, q.gold) for q, p, _ in predictions]
             chains = [(q, p) for q, p, _ in predictions if q.stale]
             rows.append({
@@ -293,6 +290,20 @@ def _fc_answers(session: PMemSession, stream: factconsolidation.Stream,
                 "context_chars": round(mean(c for _, _, c in predictions), 1),
             })
     return rows
+
+
+def _fc_predict(session: PMemSession, arm: str, question: Any, client: Any) -> tuple[Any, str, int]:
+    """(question, prediction, context size) for one arm; the iterative arm lets the model
+    look up more cells (paper B.4), the others answer from one read."""
+    if arm == "commit_iterative":
+        from memory.llm.readout import iterative_answer
+
+        result = iterative_answer(client, namespace=session.namespace, question=question.text)
+        return question, result.answer, result.context_chars
+    context = _fc_read(session, arm, question.text)
+    prompt = "state" if arm == "commit" else "flat"
+    return question, model_answer(client, prompt=prompt, context=context,
+                                  question=question.text), len(context)
 
 
 def _fc_read(session: PMemSession, arm: str, question: str) -> str:

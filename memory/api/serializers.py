@@ -216,3 +216,15 @@ class ReadOut(serializers.Serializer):
     items = serializers.ListField(child=serializers.DictField())
     context_chars = serializers.IntegerField()
     note = serializers.CharField(required=False)
+
+
+class AnswerIn(ReadIn):
+    mode = serializers.ChoiceField(choices=[*MODES, "iterative"], default="frontier")
+
+
+class AnswerOut(serializers.Serializer):
+    answer = serializers.CharField(allow_blank=True)
+    mode = serializers.CharField()
+    context = serializers.CharField(allow_blank=True)
+    context_chars = serializers.IntegerField()
+    lookups = serializers.ListField(child=serializers.DictField())

@@ -19,4 +19,5 @@ urlpatterns = [
          name="api-cell-operations"),
     path(f"{NS}operations/", views.OperationsView.as_view(), name="api-operations"),
     path(f"{NS}read/", views.ReadView.as_view(), name="api-read"),
+    path(f"{NS}answer/", views.AnswerView.as_view(), name="api-answer"),
 ]

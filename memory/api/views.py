@@ -296,6 +296,18 @@ class OperationsView(NamespaceView):
                          "next": _next_url(request, before=rows[-1].id) if more else None})
 
 
+def read_for(namespace: Any, v: dict[str, Any]) -> selectors.ReadResult:
+    mode, query = v["mode"], v["query"]
+    if mode == "frontier":
+        return selectors.frontier_read(namespace=namespace, query=query, k=v.get("k", 12),
+                                       disclose=v["disclose"])
+    if mode in ("raw", "raw_ordered"):
+        return selectors.raw_read(namespace=namespace, query=query, k=v.get("k", 10),
+                                  ordered=mode == "raw_ordered")
+    return selectors.pruned_read(namespace=namespace, query=query, k=v.get("k", 12),
+                                 gate=v["gate"])
+
+
 class ReadView(NamespaceView):
     @extend_schema(request=s.ReadIn, responses=s.ReadOut,
                    summary="Read memory for a query: frontier, raw, raw_ordered or pruned",
@@ -305,14 +317,35 @@ class ReadView(NamespaceView):
         data = s.ReadIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        mode, query = v["mode"], v["query"]
-        if mode == "frontier":
-            result = selectors.frontier_read(namespace=namespace, query=query, k=v.get("k", 12),
-                                             disclose=v["disclose"])
-        elif mode in ("raw", "raw_ordered"):
-            result = selectors.raw_read(namespace=namespace, query=query, k=v.get("k", 10),
-                                        ordered=mode == "raw_ordered")
-        else:
-            result = selectors.pruned_read(namespace=namespace, query=query, k=v.get("k", 12),
-                                           gate=v["gate"])
+        result = read_for(namespace, v)
         return Response(result.as_dict())
+
+
+class AnswerView(NamespaceView):
+    @extend_schema(request=s.AnswerIn, responses=s.AnswerOut, operation_id="answer",
+                   summary="A model answers the query from a read's context (needs a model)")
+    def post(self, request: Request, ns: str) -> Response:
+        from memory.llm.client import client_from_settings
+        from memory.llm.readout import answer, iterative_answer
+
+        namespace = self.namespace(request, ns)
+        data = s.AnswerIn(data=request.data)
+        data.is_valid(raise_exception=True)
+        v = data.validated_data
+        client = client_from_settings()
+        if client is None:
+            return Response({"error": "the answer step needs a model: set PMEM_LLM_BASE_URL"},
+                            status=status.HTTP_409_CONFLICT)
+        if v["mode"] == "iterative":
+            result = iterative_answer(client, namespace=namespace, question=v["query"],
+                                      k=v.get("k", 12), disclose=tuple(v["disclose"]))
+        else:
+            read = read_for(namespace, v)
+            result = answer(client, question=v["query"], context=read.context,
+                            prompt="state" if v["mode"] == "frontier" else "flat")
+        return Response({"answer": result.answer, "mode": v["mode"], "context": result.context,
+                         "context_chars": result.context_chars, "lookups": result.lookups,
+                         "error": result.error,
+                         "cost": {"chat_calls": result.chat_calls,
+                                  "prompt_tokens": result.prompt_tokens,
+                                  "completion_tokens": result.completion_tokens}})

@@ -41,7 +41,7 @@ from memory.llm import prompts
 from memory.llm.embedding import HashingEmbedder
 from memory.llm.rules import RuleExtractor
 
-JOBS = ("extraction", "annotation", "identity", "embeddings")
+JOBS = ("extraction", "annotation", "identity", "embeddings", "answer", "readout", "prune")
 _SCHEMA_JOBS = {prompts.EXTRACTION: "extraction", prompts.ANNOTATION: "annotation"}
 _HEADER_JOBS = {
     f"# {prompts.EXTRACTION}": "extraction",
@@ -114,6 +114,7 @@ class ScriptedLLM:
         self._in_flight = 0
         self._faults: list[tuple[str | None, Fault]] = []
         self._delays: dict[str, float] = {}
+        self._replies: dict[str, list[Any]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._extractor = RuleExtractor()
@@ -192,6 +193,24 @@ class ScriptedLLM:
                     del self._faults[index]
                     break
             return fault, self._delays.get(job, 0.0)
+
+    def reply(self, job: str, *answers: Any) -> None:
+        """Queue the next answers of ``job`` ('answer', 'readout', 'prune'); when the queue is
+        empty the defaults apply: answer → the first state line's value (or the newest flat
+        line), readout → answer with that value, prune → 'yes'."""
+        with self._lock:
+            self._replies.setdefault(job, []).extend(answers)
+
+    def _scripted_reply(self, job: str, user: str) -> Any:
+        with self._lock:
+            queued = self._replies.get(job) or []
+            if queued:
+                return queued.pop(0)
+        if job == "prune":
+            return "yes"
+        if job == "readout":
+            return {"action": "answer", "answer": _default_answer(user)}
+        return _default_answer(user)
 
     def _end(self) -> None:
         with self._lock:
@@ -338,6 +357,8 @@ class _Handler(BaseHTTPRequestHandler):
             normal = _annotation_answer(user)
         elif job == "identity":
             normal = _identity_answer(user)
+        elif job in ("answer", "readout", "prune"):
+            normal = self.scripted._scripted_reply(job, user)
         else:
             normal = "ok"
         if fault is not None and fault.kind != "timeout":
@@ -413,7 +434,29 @@ def _chat_job(body: dict[str, Any]) -> str:
             first = str(message.get("content", "")).strip().splitlines()[:1]
             if first and first[0].strip() in _HEADER_JOBS:
                 return _HEADER_JOBS[first[0].strip()]
+    if name == "pmem_readout":
+        return "readout"
+    text = "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
+    if "Do A and B state different values" in text:
+        return "prune"
+    if "You answer questions from" in text:
+        return "answer"
     return "chat"
+
+
+def _memory_lines(user: str) -> list[str]:
+    """The memory lines of an answer/readout prompt (after 'Memory:' and its header line)."""
+    body = user.split("Memory:\n", 1)[-1].split("\n\nQuestion:", 1)[0]
+    return [line for line in body.splitlines()[1:] if line.strip()]
+
+
+def _default_answer(user: str) -> str:
+    """A deterministic reader: the value of the first state line, else the newest flat line."""
+    lines = _memory_lines(user)
+    for line in lines:
+        if " = " in line:
+            return line.split(" = ", 1)[1].split(";", 1)[0].replace(" (contested)", "").strip()
+    return lines[-1] if lines else "unknown"
 
 
 def _b64(vector: list[float]) -> str:
