@@ -3,7 +3,7 @@ rollback (SPEC §4) and materialization (SPEC §7). No Django import anywhere be
 
 from __future__ import annotations
 
-from .cells import decide
+from .cells import decide, decide_late
 from .model import (
     HEAD_STATUSES,
     NEW,
@@ -29,6 +29,7 @@ from .model import (
 __all__ = [
     "HEAD_STATUSES", "NEW", "CellState", "Decision", "Effect", "InvalidOperation",
     "LinkSupersedes", "NewVersion", "OpRequest", "OpType", "Reinstate", "Retype", "Status",
-    "Support", "Tombstone", "VersionView", "decide", "normalize_key", "normalize_value",
+    "Support", "Tombstone", "VersionView", "decide", "decide_late", "normalize_key",
+    "normalize_value",
     "same_value",
 ]

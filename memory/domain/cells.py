@@ -226,3 +226,17 @@ _HANDLERS = {
     OpType.RESOLVE: _resolve,
     OpType.NOOP: _noop,
 }
+
+
+def decide_late(state: CellState, value: str, predecessor_id: int | None) -> Decision:
+    """SPEC §8 valid time: a report whose valid time is older than the head's is placed in
+    the history at its valid-time position (superseded, after ``predecessor_id``) and never
+    becomes the head. A value equal to the head only supports it."""
+    head = state.head
+    if head is None:
+        return _create(OpType.ACCEPT, value)
+    if same_value(head.value, value):
+        return _support(OpType.ACCEPT, head, "late report of the head's value: support")
+    return Decision(op=OpType.ACCEPT,
+                    effects=(NewVersion(value, Status.SUPERSEDED, supersedes_id=predecessor_id),),
+                    head_id=head.id, note="late report: placed in history at its valid time")

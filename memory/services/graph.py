@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,13 +40,26 @@ from memory.domain import (
     Tombstone,
     VersionView,
     decide,
+    decide_late,
     normalize_key,
 )
 from memory.domain.model import OPEN_STATUSES, RETRACTED_STATUSES
-from memory.models import Cell, Evidence, KeyAlias, Namespace, Operation, SupportEdge, Version
+from memory.models import (
+    Cell,
+    Evidence,
+    KeyAlias,
+    Namespace,
+    Operation,
+    SourceTrust,
+    SupportEdge,
+    Version,
+)
 from memory.models import Tombstone as TombstoneRow
 
 log = logging.getLogger("pmem.graph")
+
+#: Cell columns a commit never reads (the embeddings are refreshed after it, elsewhere).
+_UNUSED_CELL_FIELDS = ("embedding", "key_embedding", "embedded_text")
 
 #: Operations that may create a cell for a key never seen before.
 CREATING_OPS = frozenset({OpType.ACCEPT, OpType.REJECT})
@@ -197,6 +210,7 @@ class _Batch:
         self.heads: dict[int, int | None] = {}  # cell id -> head row id
         self.ops: list[_PendingOp] = []
         self._temp = -1
+        self._trust_levels: dict[str, int] | None = None
 
     # --- reading, under lock ----------------------------------------------------------------
 
@@ -207,7 +221,8 @@ class _Batch:
         if missing:
             for alias, cell_id in KeyAlias.objects.filter(
                     namespace=self.namespace, alias__in=missing).values_list("alias", "cell_id"):
-                cell = Cell.objects.select_for_update().get(pk=cell_id)
+                cell = (Cell.objects.select_for_update().defer(*_UNUSED_CELL_FIELDS)
+                        .get(pk=cell_id))
                 self.cells[alias] = cell
         to_create = sorted(k for k in creating if k not in self.cells)
         if to_create:
@@ -219,8 +234,10 @@ class _Batch:
             self.heads[cell.pk] = cell.head_id
 
     def _select_for_update(self, keys: list[str]) -> None:
+        # The vectors are not needed to decide, and decoding two 384-d vectors per locked
+        # cell was a measurable share of a commit (issue 7): leave them in the database.
         for cell in (Cell.objects.select_for_update().filter(namespace=self.namespace, key__in=keys)
-                     .order_by("key")):
+                     .defer(*_UNUSED_CELL_FIELDS).order_by("key")):
             self.cells[cell.key] = cell
 
     def load_versions(self, named_ids: list[int]) -> None:
@@ -287,19 +304,74 @@ class _Batch:
             self.ops.append(_PendingOp(key, None, item, actor, "noop", item.op, reason,
                                        {**base, "invalid": reason}, invalid=reason))
             return
+        late_after: tuple[int | None, datetime | None] | None = None
+        if not explicit and self.evidence is not None:
+            item, late_after = self._source_policy(cell, item)
         try:
-            decision = decide(self._state(cell, item), OpRequest(item.op, item.value,
-                                                                 item.version_id))
+            state = self._state(cell, item)
+            if late_after is not None:
+                decision = decide_late(state, item.value or "", late_after[0])
+            else:
+                decision = decide(state, OpRequest(item.op, item.value, item.version_id))
         except InvalidOperation as exc:
             if explicit:
                 raise
             self.ops.append(_PendingOp(cell.key, cell, item, actor, "noop", item.op, exc.reason,
                                        {**base, "invalid": exc.reason}, invalid=exc.reason))
             return
-        self._apply(cell, item, actor, decision, base)
+        new_id = self._apply(cell, item, actor, decision, base)
+        if late_after is not None and new_id is not None and decision.head_id != NEW:
+            self.rows[new_id].valid_to = late_after[1]  # it ends where the next one began
+
+    # --- SPEC §8: source trust and valid time (observations only) -------------------------------
+
+    def _source_policy(self, cell: Cell, item: OpInput
+                       ) -> tuple[OpInput, tuple[int | None, datetime | None] | None]:
+        """A fact that would replace the head is placed by its valid time (a report older than
+        the head goes into the history, SPEC §8) and by its source's trust (a less trusted
+        source than the head's support contests instead of superseding). ``hard_commit``
+        facts, structured corrections, are applied as sent."""
+        head_id = self.heads.get(cell.pk)
+        replaces = item.op in CREATING_OPS and item.creates and head_id is not None
+        if not replaces or item.payload.get("hard_commit"):
+            return item, None
+        head = self.rows[head_id]
+        observed = self.evidence.observed_at if self.evidence else None
+        if observed is not None and observed < head.valid_from:
+            return item, self._valid_time_slot(cell, observed)
+        if self._trust(self.evidence.source if self.evidence else "") < self._head_trust(head):
+            return replace(item, op=OpType.CONTEST,
+                           reason="source trusted less than the head's support: contest"), None
+        return item, None
+
+    def _valid_time_slot(self, cell: Cell, observed: datetime) -> tuple[int | None, datetime | None]:
+        """(the version valid just before ``observed``, when the next one became valid)."""
+        known = {(r.valid_from, r.id) for r in self.rows.values() if r.cell_id == cell.pk}
+        known |= set(Version.objects.filter(cell=cell).values_list("valid_from", "id"))
+        ordered = sorted(known, key=lambda pair: (pair[0], abs(pair[1])))
+        before = [vid for vf, vid in ordered if vf <= observed]
+        after = [vf for vf, vid in ordered if vf > observed]
+        return (before[-1] if before else None), (after[0] if after else None)
+
+    def _trust(self, source: str) -> int:
+        if self._trust_levels is None:
+            self._trust_levels = dict(SourceTrust.objects.filter(namespace=self.namespace)
+                                      .values_list("source", "level"))
+        return self._trust_levels.get(source, 0)
+
+    def _head_trust(self, head: _Row) -> int:
+        self._trust("")  # loads the namespace's levels once
+        if not self._trust_levels:
+            return 0  # no trust levels configured: every source is equal
+        if head.new:
+            sources = [self.evidence.source if self.evidence else ""]
+        else:
+            sources = list(SupportEdge.objects.filter(version_id=head.id, evidence__isnull=False)
+                           .values_list("evidence__source", flat=True).distinct())
+        return max((self._trust(src) for src in sources), default=0)
 
     def _apply(self, cell: Cell, item: OpInput, actor: str, decision: Decision,
-               base: dict[str, Any]) -> None:
+               base: dict[str, Any]) -> int | None:
         index = len(self.ops)
         head_before = self.heads.get(cell.pk)
         op = _PendingOp(cell.key, cell, item, actor,
@@ -340,6 +412,7 @@ class _Batch:
             self.ops.append(_PendingOp(
                 cell.key, cell, item, actor, Operation.Type.REINSTATE, item.op,
                 "rollback", {"status": str(status)}, version_ref=version_id, cause=index))
+        return new_id
 
     def _valid_from(self) -> datetime:
         if self.evidence is not None and self.evidence.observed_at is not None:

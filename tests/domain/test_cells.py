@@ -317,3 +317,13 @@ def test_rollback_never_creates_a_version():
 def test_value_comparison_ignores_whitespace_and_case():
     g = graph(("accept", "Counter  Top 2"))
     assert not apply(g, "accept", "counter top 2").applied
+
+
+def test_late_report_is_placed_in_history_without_touching_the_head():
+    from memory.domain import CellState, Status, VersionView, decide_late
+
+    state = CellState(head=VersionView(5, "Lisbon", Status.ACTIVE, 3))
+    d = decide_late(state, "Madrid", 3)
+    assert d.head_id == 5 and len(d.effects) == 1
+    assert d.effects[0].status == Status.SUPERSEDED and d.effects[0].supersedes_id == 3
+    assert not decide_late(state, "lisbon", 3).applied  # the head's value: support only

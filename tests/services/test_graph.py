@@ -195,3 +195,111 @@ def test_concurrent_writers_leave_one_head_and_linear_chains(make_namespace):
         assert len(values) == len(set(values))
     total = Version.objects.filter(cell__namespace=ns).count()
     assert total == 80
+
+
+def _batch(ns, items):
+    from memory.services.graph import OpInput, apply_batch
+
+    with transaction.atomic():
+        return apply_batch(namespace=ns, items=[
+            (OpInput(key=k, op=OpType(o), value=v), "extractor") for k, o, v in items])
+
+
+def test_a_batch_applies_facts_on_one_key_in_order(ns):
+    _batch(ns, [("k", "accept", "a"), ("k", "accept", "b"), ("k", "contest", "c"),
+                ("k", "accept", "d"), ("k", "revoke", None)])
+    detail = cell_detail(namespace=ns, key="k")
+    assert detail.value == "b" and detail.status == "active"
+    assert [(h["value"], h["status"]) for h in detail.history] == [
+        ("d", "revoked"), ("c", "superseded"), ("b", "active"), ("a", "superseded")]
+    types = list(Operation.objects.filter(namespace=ns).order_by("id").values_list("type", flat=True))
+    assert types == ["accept", "accept", "contest", "accept", "revoke", "reinstate"]
+
+
+def test_a_batch_matches_the_pure_core_applied_one_by_one(ns):
+    items = [("k1", "accept", "a"), ("k2", "accept", "x"), ("k1", "accept", "b"),
+             ("k1", "reject", "c"), ("k2", "contest", "y"), ("k1", "revoke", None),
+             ("k2", "resolve", "y"), ("k2", "revoke", None), ("k1", "noop", None)]
+    _batch(ns, items)
+    mem = MemGraph()
+    for key, kind, value in items:
+        try:
+            mem.apply(key, OpRequest(OpType(kind), value))
+        except InvalidOperation:
+            pass
+    for key in ("k1", "k2"):
+        db = [(v.value, v.status, v.support) for v in
+              Version.objects.filter(cell__namespace=ns, cell__key=key).order_by("id")]
+        ref = [(v.value, str(v.status), v.support) for v in mem.versions.values() if v.key == key]
+        assert db == ref
+        assert cell_detail(namespace=ns, key=key).value == mem.head_value(key)
+
+
+@pytest.mark.parametrize("n_facts", [1, 10, 40])
+def test_statements_per_observation_do_not_grow_with_its_facts(ns, n_facts):
+    _batch(ns, [(f"key_{i}", "accept", "old") for i in range(n_facts)])
+    with CaptureQueriesContext(connection) as queries:
+        _batch(ns, [(f"key_{i}", "accept", "new") for i in range(n_facts)])
+    assert len(queries) <= 12, [q["sql"][:80] for q in queries]
+
+
+# --- SPEC §8: source trust and valid time -----------------------------------------------------
+
+
+def _observe(ns, text, source="", observed_at=None):
+    from memory.services import observation_ingest
+
+    return observation_ingest(namespace=ns, text=text, source=source, observed_at=observed_at)
+
+
+def test_less_trusted_source_contests_instead_of_superseding(ns):
+    from memory.models import SourceTrust
+
+    SourceTrust.objects.create(namespace=ns, source="registry", level=10)
+    SourceTrust.objects.create(namespace=ns, source="gossip", level=1)
+    _observe(ns, "ceo = Dana", source="registry")
+    _observe(ns, "ceo = Sam", source="gossip")
+    detail = cell_detail(namespace=ns, key="ceo")
+    assert detail.value == "Dana" and detail.status == "contested"
+    assert [a["value"] for a in detail.alternatives] == ["Sam"]
+    _observe(ns, "ceo = Lee", source="registry")  # an equally trusted source supersedes
+    assert cell_detail(namespace=ns, key="ceo").value == "Lee"
+
+
+def test_without_trust_levels_every_source_supersedes(ns):
+    _observe(ns, "ceo = Dana", source="registry")
+    _observe(ns, "ceo = Sam", source="gossip")
+    assert cell_detail(namespace=ns, key="ceo").value == "Sam"
+
+
+def test_late_report_goes_into_history_at_its_valid_time_not_the_head(ns):
+    from datetime import datetime, timezone
+
+    def day(d):
+        return datetime(2026, 11, d, tzinfo=timezone.utc)
+
+    _observe(ns, "office = Berlin", observed_at=day(1))
+    _observe(ns, "office = Lisbon", observed_at=day(20))
+    _observe(ns, "office = Madrid", observed_at=day(10))  # arrives last, happened in between
+    detail = cell_detail(namespace=ns, key="office")
+    assert detail.value == "Lisbon"
+    madrid = next(h for h in detail.history if h["value"] == "Madrid")
+    assert madrid["status"] == "superseded"
+    assert (madrid["valid_from"], madrid["valid_to"]) == (day(10), day(20))
+    berlin = Version.objects.get(cell__namespace=ns, value="Berlin")
+    assert Version.objects.get(pk=madrid["version"]).supersedes_id == berlin.id
+    operation_apply(namespace=ns, key="office", op="revoke", actor="user:t")
+    assert cell_detail(namespace=ns, key="office").value == "Berlin"  # rollback follows arrival
+
+
+def test_hard_commit_bypasses_trust_and_valid_time(ns):
+    from datetime import datetime, timezone
+
+    from memory.models import SourceTrust
+    from memory.services import observation_ingest
+
+    SourceTrust.objects.create(namespace=ns, source="registry", level=10)
+    _observe(ns, "ceo = Dana", source="registry", observed_at=datetime(2026, 11, 5, tzinfo=timezone.utc))
+    observation_ingest(namespace=ns, facts=[{"key": "ceo", "value": "Sam", "hard_commit": True}],
+                       source="gossip", observed_at=datetime(2026, 11, 1, tzinfo=timezone.utc))
+    assert cell_detail(namespace=ns, key="ceo").value == "Sam"
