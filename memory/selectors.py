@@ -131,6 +131,31 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
             "updated_at": cell.updated_at}
 
 
+def cells_full(cells: list[Cell]) -> list[dict[str, Any]]:
+    """The full cell shape (alternatives, history newest first, aliases) for a page of cells,
+    in two queries whatever the page size."""
+    ids = [c.pk for c in cells]
+    versions: dict[int, list[Version]] = {}
+    for v in Version.objects.filter(cell_id__in=ids).order_by("-id"):
+        versions.setdefault(v.cell_id, []).append(v)
+    aliases: dict[int, list[str]] = {}
+    for cell_id, alias in KeyAlias.objects.filter(cell_id__in=ids).order_by("id").values_list(
+            "cell_id", "alias"):
+        aliases.setdefault(cell_id, []).append(alias)
+    out = []
+    for c in cells:
+        rows = versions.get(c.pk, [])
+        out.append({
+            **cell_summary(c),
+            "alternatives": [{"version": v.id, "value": v.value, "support": v.support}
+                             for v in reversed(rows) if v.status == Status.ALTERNATIVE],
+            "history": [{"version": v.id, "value": v.value, "status": v.status,
+                         "valid_from": v.valid_from, "valid_to": v.valid_to} for v in rows],
+            "aliases": aliases.get(c.pk, []),
+        })
+    return out
+
+
 def operations_list(*, namespace: Namespace, key: str | None = None,
                     actor: str | None = None) -> QuerySet[Operation]:
     qs = Operation.objects.filter(namespace=namespace)

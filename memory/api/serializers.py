@@ -152,7 +152,7 @@ class CellSummaryOut(serializers.Serializer):
 
 
 class CellListOut(serializers.Serializer):
-    results = CellSummaryOut(many=True)
+    results = CellOut(many=True)
     next = serializers.CharField(allow_null=True)
 
 

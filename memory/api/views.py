@@ -210,7 +210,7 @@ class CellsView(NamespaceView):
         more = len(rows) > limit
         rows = rows[:limit]
         return Response({
-            "results": [selectors.cell_summary(c) for c in rows],
+            "results": selectors.cells_full(rows),
             "next": _next_url(request, after=rows[-1].key) if more else None,
         })
 

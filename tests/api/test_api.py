@@ -412,3 +412,18 @@ def test_bad_query_parameters_are_400(api, ns):
 def test_healthz_reports_database_and_broker(client):
     body = client.get("/healthz").json()
     assert body == {"status": "ok", "database": "ok", "broker": "ok", "model": "none"}
+
+
+def test_cells_list_items_have_the_full_cell_shape_in_bounded_queries(api, ns):
+    from django.test.utils import CaptureQueriesContext
+
+    for i in range(30):
+        accept(ns, f"key_{i:02d}", "a")
+        accept(ns, f"key_{i:02d}", "b")
+    with CaptureQueriesContext(connection) as queries:
+        page = api.get(base(ns) + "cells/?limit=30").json()
+    first = page["results"][0]
+    assert set(first) >= {"key", "value", "status", "version", "support", "alternatives",
+                          "history", "aliases"}
+    assert [h["value"] for h in first["history"]] == ["b", "a"]
+    assert len(queries) <= 8
