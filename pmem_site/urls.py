@@ -15,6 +15,7 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/v1/", include("memory.api.urls")),
+    path("", include("explorer.urls")),  # the explorer, and accounts/ (login, logout)
 ]
 
 

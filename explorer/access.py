@@ -1,0 +1,54 @@
+"""Who may see and who may act on a namespace in the explorer.
+
+A member with role ``viewer`` sees; ``reviewer`` may act; superusers see and act everywhere.
+A namespace the user is not a member of answers 404, so its existence does not leak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.exceptions import PermissionDenied
+from django.db.models import QuerySet
+from django.http import Http404
+
+from memory.models import Membership, Namespace
+
+
+@dataclass(frozen=True)
+class Access:
+    """The namespace a request works on and what the user may do there."""
+
+    namespace: Namespace
+    role: str  # viewer | reviewer | superuser
+
+    @property
+    def can_act(self) -> bool:
+        return self.role in (Membership.Role.REVIEWER, "superuser")
+
+
+def visible_namespaces(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Namespace]:
+    if getattr(user, "is_superuser", False):
+        return Namespace.objects.all()
+    return Namespace.objects.filter(members__user_id=user.pk)
+
+
+def namespace_access(user: AbstractBaseUser | AnonymousUser, name: str) -> Access:
+    """The user's access to namespace ``name``; Http404 when there is none (or no such name)."""
+    namespace = Namespace.objects.filter(name=name).first()
+    if namespace is None:
+        raise Http404("no such namespace")
+    if getattr(user, "is_superuser", False):
+        return Access(namespace, "superuser")
+    role = (Membership.objects.filter(namespace=namespace, user_id=user.pk)
+            .values_list("role", flat=True).first())
+    if role is None:
+        raise Http404("no such namespace")
+    return Access(namespace, role)
+
+
+def require_reviewer(access: Access) -> None:
+    """Refuse a write by a viewer: the buttons are hidden, and a forged POST gets 403."""
+    if not access.can_act:
+        raise PermissionDenied("reviewers only")

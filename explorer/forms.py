@@ -1,0 +1,66 @@
+"""Input of the explorer's actions, validated before any service is called."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.conf import settings
+
+#: The typed operations a reviewer may ask for on the cell page (SPEC §3).
+OPS = (
+    ("revoke", "Retract"),
+    ("reject", "Reject"),
+    ("resolve", "Resolve"),
+    ("contest", "Contest"),
+    ("accept", "Accept"),
+)
+NEEDS_VALUE = {"contest", "accept"}
+
+
+class OperationForm(forms.Form):
+    op = forms.ChoiceField(choices=OPS)
+    value = forms.CharField(required=False, strip=True, max_length=settings.PMEM_MAX_VALUE_CHARS)
+    version = forms.IntegerField(required=False, min_value=1)
+    reason = forms.CharField(max_length=2000, strip=True,
+                             error_messages={"required": "Say why: the reason goes in the log."})
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        op = data.get("op")
+        if op in NEEDS_VALUE and not data.get("value"):
+            self.add_error("value", f"{op} needs a value.")
+        if op == "resolve" and not data.get("version"):
+            self.add_error("version", "Pick the winner.")
+        return data
+
+
+class ObservationForm(forms.Form):
+    text = forms.CharField(max_length=settings.PMEM_MAX_TEXT_CHARS, strip=True,
+                           widget=forms.Textarea(attrs={"rows": 2}))
+    source = forms.CharField(required=False, max_length=200, strip=True)
+
+
+class FrontierFilter(forms.Form):
+    q = forms.CharField(required=False, max_length=200, strip=True)
+    show = forms.ChoiceField(required=False, choices=[(s, s) for s in
+                                                      ("all", "contested", "empty", "recent",
+                                                       "failed")])
+    after = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS)
+    before = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS)
+
+
+class LogFilter(forms.Form):
+    key = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS, strip=True)
+    actor = forms.CharField(required=False, max_length=200, strip=True)
+    before = forms.IntegerField(required=False, min_value=1)
+
+
+DISCLOSE = (("support", "support"), ("alternatives", "alternatives"), ("history", "history"))
+
+
+class ReadForm(forms.Form):
+    q = forms.CharField(max_length=2000, strip=True)
+    k = forms.IntegerField(required=False, min_value=1, max_value=settings.PMEM_MAX_K)
+    disclose = forms.MultipleChoiceField(required=False, choices=DISCLOSE,
+                                         widget=forms.CheckboxSelectMultiple)

@@ -1,0 +1,166 @@
+"""Reads only the explorer needs: overview counts, a frontier page, the live fingerprint.
+
+Everything here is a read built on ``memory.models`` and ``memory.selectors``; the explorer's
+writes all go through ``memory.services``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Count, Max, QuerySet
+from django.utils import timezone
+
+from memory.models import Cell, Evidence, Namespace, Operation
+from memory.selectors import cell_graph, cell_status, cells_list
+
+UNSETTLED = (Evidence.State.PENDING, Evidence.State.PROCESSING)
+RECENT = timedelta(hours=24)
+FRONTIER_FILTERS = ("all", "contested", "empty", "recent", "failed")
+#: Counting stops here: an exact COUNT(*) over 100k cells on every page view buys nothing.
+COUNT_CAP = 10_000
+
+
+@dataclass(frozen=True)
+class NamespaceRow:
+    namespace: Namespace
+    role: str
+    cells: int = 0
+    contested: int = 0
+    pending: int = 0
+    failed: int = 0
+
+
+def namespace_overview(namespaces: list[Namespace], roles: dict[int, str]) -> list[NamespaceRow]:
+    """Counts per namespace in four grouped queries, whatever the number of namespaces."""
+    ids = [n.pk for n in namespaces]
+
+    def grouped(qs: QuerySet[Any]) -> dict[int, int]:
+        return {r["namespace_id"]: r["n"] for r in qs.values("namespace_id").annotate(n=Count("id"))}
+
+    cells = grouped(Cell.objects.filter(namespace_id__in=ids).order_by())
+    contested = grouped(Cell.objects.filter(namespace_id__in=ids, head__status="contested").order_by())
+    pending = grouped(Evidence.objects.filter(namespace_id__in=ids, state__in=UNSETTLED).order_by())
+    failed = grouped(Evidence.objects.filter(namespace_id__in=ids, state=Evidence.State.FAILED)
+                     .order_by())
+    return [NamespaceRow(n, roles.get(n.pk, "superuser"), cells.get(n.pk, 0),
+                         contested.get(n.pk, 0), pending.get(n.pk, 0), failed.get(n.pk, 0))
+            for n in namespaces]
+
+
+@dataclass(frozen=True)
+class FrontierRow:
+    key: str
+    value: str | None
+    status: str
+    support: int
+    changed_at: datetime | None
+    changed_by: str
+    change: str
+
+
+@dataclass(frozen=True)
+class FrontierPage:
+    rows: list[FrontierRow]
+    total: int
+    total_capped: bool
+    next_after: str | None
+    prev_before: str | None
+
+
+def _frontier_queryset(namespace: Namespace, show: str, search: str) -> QuerySet[Cell]:
+    status = show if show in ("contested", "empty") else None
+    qs = cells_list(namespace=namespace, status=status, search=search or None)
+    if show == "recent":
+        qs = qs.filter(updated_at__gte=timezone.now() - RECENT)
+    # Keyset pagination by key rides on the (namespace, key) unique index; no OFFSET scans.
+    return qs.order_by("key")
+
+
+def frontier_page(*, namespace: Namespace, show: str = "all", search: str = "",
+                  after: str | None = None, before: str | None = None,
+                  per_page: int = 50) -> FrontierPage:
+    """One page of cells in key order, each with its last change and who made it."""
+    qs = _frontier_queryset(namespace, show, search)
+    if before is not None:
+        cells = list(qs.filter(key__lt=before).order_by("-key")[: per_page + 1])
+        more_before = len(cells) > per_page
+        cells = list(reversed(cells[:per_page]))
+        more_after = True
+    else:
+        if after is not None:
+            qs = qs.filter(key__gt=after)
+        cells = list(qs[: per_page + 1])
+        more_after = len(cells) > per_page
+        cells = cells[:per_page]
+        more_before = after is not None
+    total = _frontier_queryset(namespace, show, search).order_by()[: COUNT_CAP + 1].count()
+    last = _last_changes([c.pk for c in cells])
+    rows = []
+    for c in cells:
+        op = last.get(c.pk)
+        head = c.head
+        rows.append(FrontierRow(
+            key=c.key, value=head.value if head else None, status=cell_status(head),
+            support=head.support if head else 0,
+            changed_at=op["created_at"] if op else c.updated_at,
+            changed_by=op["actor"] if op else "", change=op["type"] if op else "",
+        ))
+    return FrontierPage(rows, min(total, COUNT_CAP), total > COUNT_CAP,
+                        cells[-1].key if cells and more_after else None,
+                        cells[0].key if cells and more_before else None)
+
+
+def _last_changes(cell_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The newest operation that changed each cell (support noops are not changes)."""
+    if not cell_ids:
+        return {}
+    rows = (Operation.objects.filter(cell_id__in=cell_ids).exclude(type=Operation.Type.NOOP)
+            .order_by("cell_id", "-id").distinct("cell_id")
+            .values("cell_id", "actor", "type", "created_at"))
+    return {r["cell_id"]: r for r in rows}
+
+
+def observations_unsettled(*, namespace: Namespace, limit: int = 50,
+                           failed_only: bool = False) -> list[Evidence]:
+    """Observations not committed yet (pending, processing) or failed, newest first."""
+    states = [Evidence.State.FAILED] if failed_only else [*UNSETTLED, Evidence.State.FAILED]
+    return list(Evidence.objects.filter(namespace=namespace, state__in=states)
+                .order_by("-seq")[:limit])
+
+
+def live_fingerprint(namespace: Namespace) -> str:
+    """Changes whenever a worker or a person writes to the namespace: the newest operation,
+    the next evidence seq and the number of unsettled observations (a failure or a retry
+    changes that count, so failed rows need no scan of their own). Three index lookups
+    (op_log_idx, the namespace row, evidence_unsettled_idx): cheap enough to poll."""
+    last_op = Operation.objects.filter(namespace=namespace).aggregate(m=Max("id"))["m"] or 0
+    next_seq = Namespace.objects.filter(pk=namespace.pk).values_list("next_seq", flat=True).first()
+    unsettled = Evidence.objects.filter(namespace=namespace, state__in=UNSETTLED).count()
+    return f"{last_op}-{next_seq}-{unsettled}"
+
+
+@dataclass(frozen=True)
+class ExplorerGraph:
+    key: str
+    nodes: list[dict[str, Any]]
+    edges: list[dict[str, Any]]  # the selector's typed edges
+    derived: list[dict[str, Any]] = field(default_factory=list)  # operation -> version links
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "nodes": self.nodes, "edges": self.edges, "derived": self.derived}
+
+
+def explorer_graph(*, namespace: Namespace, key: str) -> ExplorerGraph | None:
+    """``cell_graph`` plus an ``applied_to`` link from each operation to the version it created
+    or targeted, so the drawing shows which operation made which version."""
+    graph = cell_graph(namespace=namespace, key=key)
+    if graph is None:
+        return None
+    version_ids = {n["id"] for n in graph["nodes"] if n["kind"] == "version"}
+    derived = [{"source": n["id"], "target": f"v{n['version']}", "type": "applied_to"}
+               for n in graph["nodes"]
+               if n["kind"] == "operation" and n.get("version") and f"v{n['version']}" in version_ids]
+    return ExplorerGraph(graph["key"], graph["nodes"], graph["edges"], derived)

@@ -1,0 +1,29 @@
+"""The explorer's pages (CONTRACT "Browser") and the fragments and actions behind them."""
+
+from __future__ import annotations
+
+from django.urls import include, path
+
+from explorer import views
+
+explorer_patterns = [
+    path("", views.index, name="index"),
+    path("ns/<slug:ns>/", views.frontier, name="frontier"),
+    path("ns/<slug:ns>/live/", views.live, name="live"),
+    path("ns/<slug:ns>/cells/<str:key>/", views.cell, name="cell"),
+    path("ns/<slug:ns>/cells/<str:key>/panel/", views.cell_panel, name="cell_panel"),
+    path("ns/<slug:ns>/cells/<str:key>/graph/", views.cell_graph_json, name="cell_graph"),
+    path("ns/<slug:ns>/cells/<str:key>/operations/", views.cell_operate, name="cell_operate"),
+    path("ns/<slug:ns>/observations/", views.observation_add, name="observation_add"),
+    path("ns/<slug:ns>/observations/list/", views.observations_fragment, name="observations"),
+    path("ns/<slug:ns>/observations/<int:evidence_id>/retry/", views.observation_retry_view,
+         name="observation_retry"),
+    path("ns/<slug:ns>/operations/", views.operations, name="operations"),
+    path("ns/<slug:ns>/read/", views.read_compare, name="read"),
+]
+
+urlpatterns = [
+    # Django's auth views keep their global names (login, logout) for LOGIN_URL and templates.
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("", include((explorer_patterns, "explorer"))),
+]

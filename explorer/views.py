@@ -1,0 +1,336 @@
+"""The provenance explorer: typed function views over ``memory.selectors`` (reads) and
+``memory.services`` (writes). Every page checks namespace membership through
+:mod:`explorer.access`; every write also requires the reviewer role.
+
+htmx requests get fragments (the cell panel, the frontier table, the observation list);
+the same URLs answer plain browser requests with whole pages, so nothing needs JavaScript
+except the graph drawing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import trigger_client_event
+
+from explorer.access import Access, namespace_access, require_reviewer, visible_namespaces
+from explorer.forms import OPS, FrontierFilter, LogFilter, ObservationForm, OperationForm, ReadForm
+from explorer.selectors import (
+    explorer_graph,
+    frontier_page,
+    live_fingerprint,
+    namespace_overview,
+    observations_unsettled,
+)
+from memory.domain import HEAD_STATUSES, InvalidOperation, Status
+from memory.models import Evidence, Membership
+from memory.selectors import CellDetail, cell_detail, operations_list
+from memory.services import CellNotFound, observation_record, observation_retry, operation_apply
+from memory.tasks import enqueue_observation
+
+log = logging.getLogger("pmem.explorer")
+OP_LABELS = dict(OPS)
+LOG_PAGE = 50
+
+
+def _is_htmx(request: HttpRequest) -> bool:
+    return bool(getattr(request, "htmx", False))
+
+
+def _actor(request: HttpRequest) -> str:
+    return f"user:{request.user.get_username()}"
+
+
+def _ns_context(access: Access, section: str) -> dict[str, Any]:
+    return {"ns": access.namespace, "role": access.role, "can_act": access.can_act,
+            "section": section, "fingerprint": live_fingerprint(access.namespace)}
+
+
+# --- namespaces ------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def index(request: HttpRequest) -> HttpResponse:
+    namespaces = list(visible_namespaces(request.user).order_by("name"))
+    roles = dict(Membership.objects.filter(user_id=request.user.pk)
+                 .values_list("namespace_id", "role"))
+    rows = namespace_overview(namespaces, roles)
+    return render(request, "explorer/index.html", {"rows": rows})
+
+
+@login_required
+@require_GET
+def live(request: HttpRequest, ns: str) -> HttpResponse:
+    """The polling fragment: 204 while nothing changed, else a fresh poller and a
+    ``pmem-changed`` event that tells the page's live regions to re-render themselves."""
+    access = namespace_access(request.user, ns)
+    fingerprint = live_fingerprint(access.namespace)
+    if request.GET.get("fp") == fingerprint:
+        return HttpResponse(status=204)
+    response = render(request, "explorer/partials/live.html",
+                      {"ns": access.namespace, "fingerprint": fingerprint, "changed": True})
+    return trigger_client_event(response, "pmem-changed")
+
+
+# --- frontier --------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def frontier(request: HttpRequest, ns: str) -> HttpResponse:
+    access = namespace_access(request.user, ns)
+    form = FrontierFilter(request.GET)
+    data = form.cleaned_data if form.is_valid() else {}
+    show = data.get("show") or "all"
+    search = data.get("q") or ""
+    context = {**_ns_context(access, "frontier"), "show": show, "q": search,
+               "filters": ["all", "contested", "empty", "recent", "failed"]}
+    if show == "failed":
+        context["failed"] = observations_unsettled(namespace=access.namespace, failed_only=True)
+    else:
+        context["page"] = frontier_page(namespace=access.namespace, show=show, search=search,
+                                        after=data.get("after") or None,
+                                        before=data.get("before") or None)
+    if _is_htmx(request) and request.htmx.target == "frontier-results":
+        return render(request, "explorer/partials/frontier_results.html", context)
+    return render(request, "explorer/frontier.html", context)
+
+
+# --- cell page -------------------------------------------------------------------------------
+
+
+def _cell_or_404(access: Access, key: str) -> CellDetail:
+    detail = cell_detail(namespace=access.namespace, key=key)
+    if detail is None:
+        raise Http404("no such cell")
+    return detail
+
+
+def _cell_context(access: Access, detail: CellDetail, **extra: Any) -> dict[str, Any]:
+    head = [h for h in detail.history if h["status"] in HEAD_STATUSES]
+    alternatives = [h for h in detail.history if h["status"] == Status.ALTERNATIVE]
+    return {
+        **_ns_context(access, "frontier"),
+        "cell": detail,
+        "winners": head + alternatives,  # the choices of resolve
+        "retractable": [h for h in detail.history if h["status"] != Status.REVOKED],
+        "in_flight": observations_unsettled(namespace=access.namespace, limit=5),
+        "op_form": extra.pop("op_form", None),
+        "obs_form": extra.pop("obs_form", None),
+        **extra,
+    }
+
+
+@login_required
+@require_GET
+def cell(request: HttpRequest, ns: str, key: str) -> HttpResponse:
+    access = namespace_access(request.user, ns)
+    detail = _cell_or_404(access, key)
+    if detail.key != key:  # an alias: the canonical key's page is the bookmark
+        return redirect("explorer:cell", ns=ns, key=detail.key)
+    return render(request, "explorer/cell.html", _cell_context(access, detail))
+
+
+@login_required
+@require_GET
+def cell_panel(request: HttpRequest, ns: str, key: str) -> HttpResponse:
+    """One live region of the cell page: ``part`` = state | actions (else the whole panel)."""
+    access = namespace_access(request.user, ns)
+    detail = _cell_or_404(access, key)
+    template = {"state": "explorer/partials/cell_state.html",
+                "actions": "explorer/partials/cell_actions.html"}.get(
+        request.GET.get("part", ""), "explorer/partials/cell_panel.html")
+    return render(request, template, _cell_context(access, detail))
+
+
+@login_required
+@require_GET
+def cell_graph_json(request: HttpRequest, ns: str, key: str) -> JsonResponse:
+    access = namespace_access(request.user, ns)
+    graph = explorer_graph(namespace=access.namespace, key=key)
+    if graph is None:
+        raise Http404("no such cell")
+    return JsonResponse(graph.as_dict(), encoder=DjangoJSONEncoder)
+
+
+def _panel_response(request: HttpRequest, access: Access, key: str, *, status: int = 200,
+                    **extra: Any) -> HttpResponse:
+    """After a write: the cell panel for htmx (and a ``pmem-graph`` event so the drawing
+    reloads), a redirect for a plain form post, or the whole page when there is an error.
+
+    htmx gets 200 even for a refusal: the reason is shown in the panel it swaps in, and a
+    4xx would only add a browser console error for an outcome the page handles."""
+    detail = _cell_or_404(access, key)
+    context = _cell_context(access, detail, **extra)
+    if _is_htmx(request):
+        response = render(request, "explorer/partials/cell_panel.html", context)
+        return trigger_client_event(response, "pmem-graph")
+    if status == 200:
+        return redirect("explorer:cell", ns=access.namespace.name, key=detail.key)
+    return render(request, "explorer/cell.html", context, status=status)
+
+
+def _outcome(detail: CellDetail, op: str) -> str:
+    label = OP_LABELS.get(op, op)
+    if detail.value is None:
+        return f"{label}: done. The cell is now empty."
+    flag = " (contested)" if detail.status == "contested" else ""
+    return f"{label}: done. Current value: {detail.value}{flag}."
+
+
+@login_required
+@require_POST
+def cell_operate(request: HttpRequest, ns: str, key: str) -> HttpResponse:
+    """Apply one typed operation a reviewer asked for. An operation that is invalid in the
+    cell's state is refused with its reason (409), exactly as the API refuses it."""
+    access = namespace_access(request.user, ns)
+    require_reviewer(access)
+    form = OperationForm(request.POST)
+    if not form.is_valid():
+        return _panel_response(request, access, key, status=422, op_form=form,
+                               error="Check the form: " + "; ".join(
+                                   str(e) for errs in form.errors.values() for e in errs))
+    data = form.cleaned_data
+    try:
+        operation_apply(namespace=access.namespace, key=key, op=data["op"], actor=_actor(request),
+                        value=data["value"] or None, version_id=data["version"],
+                        reason=data["reason"], explicit=True)
+    except InvalidOperation as exc:
+        return _panel_response(request, access, key, status=409, op_form=form,
+                               error=f"Refused: {exc.reason}")
+    except CellNotFound:
+        raise Http404("no such cell") from None
+    detail = _cell_or_404(access, key)
+    return _panel_response(request, access, key, message=_outcome(detail, data["op"]))
+
+
+# --- observations ----------------------------------------------------------------------------
+
+
+@login_required
+@require_POST
+def observation_add(request: HttpRequest, ns: str) -> HttpResponse:
+    """Record an observation (evidence with its seq) and queue its processing after commit.
+    From a cell page (``key`` given) the answer is that cell's panel."""
+    access = namespace_access(request.user, ns)
+    require_reviewer(access)
+    key = request.POST.get("key", "")
+    form = ObservationForm(request.POST)
+    if not form.is_valid():
+        if key:
+            return _panel_response(request, access, key, status=422, obs_form=form,
+                                   error="The observation needs text.")
+        return redirect("explorer:operations", ns=ns)
+    recorded = observation_record(namespace=access.namespace, text=form.cleaned_data["text"],
+                                  source=form.cleaned_data["source"] or "explorer",
+                                  actor=_actor(request))
+    enqueue_observation(recorded.evidence.pk)
+    if key:
+        return _panel_response(request, access, key, message=(
+            f"Observation #{recorded.evidence.seq} recorded; it shows here once a worker "
+            "commits it."))
+    return redirect("explorer:operations", ns=ns)
+
+
+@login_required
+@require_POST
+def observation_retry_view(request: HttpRequest, ns: str, evidence_id: int) -> HttpResponse:
+    access = namespace_access(request.user, ns)
+    require_reviewer(access)
+    evidence = get_object_or_404(Evidence, pk=evidence_id, namespace=access.namespace)
+    if observation_retry(evidence=evidence):
+        enqueue_observation(evidence.pk)
+    if _is_htmx(request):
+        context = {**_ns_context(access, "operations"),
+                   "unsettled": observations_unsettled(namespace=access.namespace)}
+        response = render(request, "explorer/partials/observations.html", context)
+        return trigger_client_event(response, "pmem-changed")
+    return redirect(request.POST.get("next") or reverse("explorer:operations", args=[ns]))
+
+
+@login_required
+@require_GET
+def observations_fragment(request: HttpRequest, ns: str) -> HttpResponse:
+    access = namespace_access(request.user, ns)
+    context = {**_ns_context(access, "operations"),
+               "unsettled": observations_unsettled(namespace=access.namespace)}
+    return render(request, "explorer/partials/observations.html", context)
+
+
+# --- operation log ---------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def operations(request: HttpRequest, ns: str) -> HttpResponse:
+    access = namespace_access(request.user, ns)
+    form = LogFilter(request.GET)
+    data = form.cleaned_data if form.is_valid() else {}
+    qs = operations_list(namespace=access.namespace, key=data.get("key") or None,
+                         actor=data.get("actor") or None).select_related("evidence")
+    if data.get("before"):
+        qs = qs.filter(id__lt=data["before"])  # keyset paging on op_log_idx
+    ops = list(qs[: LOG_PAGE + 1])
+    context = {
+        **_ns_context(access, "operations"),
+        "ops": ops[:LOG_PAGE], "older": ops[LOG_PAGE - 1].pk if len(ops) > LOG_PAGE else None,
+        "key": data.get("key") or "", "actor": data.get("actor") or "",
+        "paged": bool(data.get("before")),
+        "unsettled": observations_unsettled(namespace=access.namespace),
+    }
+    if _is_htmx(request) and request.htmx.target == "log-results":
+        return render(request, "explorer/partials/log_results.html", context)
+    return render(request, "explorer/operations.html", context)
+
+
+# --- compare read modes ----------------------------------------------------------------------
+
+
+def _read_all(access: Access, query: str, k: int | None,
+              disclose: list[str]) -> list[dict[str, Any]]:
+    """One query in every read mode. A mode that fails (an unreachable embedding or model
+    endpoint) shows its error in its own column instead of taking down the comparison."""
+    from memory import selectors
+
+    ns = access.namespace
+    modes: list[tuple[str, str, Any]] = [
+        ("frontier", "Frontier", lambda: selectors.frontier_read(
+            namespace=ns, query=query, k=k or 12, disclose=disclose)),
+        ("raw", "Raw", lambda: selectors.raw_read(namespace=ns, query=query, k=k or 10)),
+        ("raw_ordered", "Raw + order tags", lambda: selectors.raw_read(
+            namespace=ns, query=query, k=k or 10, ordered=True)),
+        ("pruned", "Pruned", lambda: selectors.pruned_read(namespace=ns, query=query, k=k or 12)),
+    ]
+    results = []
+    for mode, title, read in modes:
+        try:
+            result = read()
+            results.append({"mode": mode, "title": title, "context": result.context,
+                            "chars": result.context_chars, "items": len(result.items),
+                            "note": getattr(result, "note", ""), "error": ""})
+        except Exception as exc:  # noqa: BLE001 — shown in that mode's column, logged in full
+            log.exception("read mode %s failed", mode)
+            results.append({"mode": mode, "title": title, "context": "", "chars": 0,
+                            "items": 0, "note": "", "error": f"{type(exc).__name__}: {exc}"})
+    return results
+
+
+@login_required
+@require_GET
+def read_compare(request: HttpRequest, ns: str) -> HttpResponse:
+    access = namespace_access(request.user, ns)
+    form = ReadForm(request.GET if "q" in request.GET else None)
+    results: list[dict[str, Any]] = []
+    if form.is_bound and form.is_valid():
+        results = _read_all(access, form.cleaned_data["q"], form.cleaned_data["k"],
+                            form.cleaned_data["disclose"])
+    return render(request, "explorer/read.html",
+                  {**_ns_context(access, "read"), "form": form, "results": results})

@@ -1,0 +1,115 @@
+"""Explorer tests: namespaces filled through the services, users with each role, and a
+headless Chromium (Debian's, driven by Playwright) for the browser tests."""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+# Playwright's sync API runs an event loop in the test thread; Django's ORM (used by the
+# tests and the fixtures beside it) refuses to run there unless told it is safe, which it is:
+# the loop only drives the browser.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+from tests.support.worker import celery_worker_proc  # noqa: E402,F401 - fixture
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--no-first-run", "--disable-component-update", "--disable-sync"]
+VIEWPORT = {"width": 1366, "height": 768}
+PASSWORD = "pw-explorer"
+_users = itertools.count(1)
+
+
+@pytest.fixture
+def demo_ns(make_namespace: Callable[..., Any]) -> Any:
+    """A namespace with pmem_demo's histories: every operation shows somewhere."""
+    from memory.management.commands.pmem_demo import load_histories
+
+    namespace = make_namespace("explorer")
+    load_histories(namespace)
+    return namespace
+
+
+@pytest.fixture
+def make_user(db: None) -> Callable[..., Any]:
+    """``make_user(role, namespace)``: a user with that role (None: no membership)."""
+    from django.contrib.auth import get_user_model
+
+    from memory.services import membership_set
+
+    def make(role: str | None, namespace: Any = None, *, superuser: bool = False) -> Any:
+        name = f"{role or 'outsider'}{os.getpid()}x{next(_users)}"
+        user = get_user_model().objects.create_user(username=name, password=PASSWORD,
+                                                    is_superuser=superuser)
+        if role is not None and namespace is not None:
+            membership_set(namespace=namespace, user=user, role=role)
+        return user
+
+    return make
+
+
+# --- browser ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    if not os.access(CHROMIUM, os.X_OK):
+        pytest.skip("Debian's chromium is not installed (make browser-deps)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Browsing:
+    """One browser context for a test: a page, its console errors, login and screenshots."""
+
+    def __init__(self, browser: Any, base_url: str) -> None:
+        self.base_url = base_url
+        self.context = browser.new_context(viewport=VIEWPORT)
+        self.page = self.context.new_page()
+        self.page.set_default_timeout(15_000)
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
+        self.page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm: the user says yes
+
+    def url(self, path: str) -> str:
+        return self.base_url + path
+
+    def goto(self, path: str) -> Any:
+        return self.page.goto(self.url(path))
+
+    def login(self, user: Any) -> None:
+        self.goto("/accounts/login/")
+        self.page.fill("#id_username", user.username)
+        self.page.fill("#id_password", PASSWORD)
+        self.page.click("button[type=submit]")
+        self.page.wait_for_url(self.url("/"))
+
+    def shot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        self.page.screenshot(path=str(path))
+        return path
+
+    def csrf_token(self) -> str:
+        return next(c["value"] for c in self.context.cookies() if c["name"] == "csrftoken")
+
+
+@pytest.fixture
+def browsing(chromium: Any, live_server: Any) -> Iterator[Browsing]:
+    b = Browsing(chromium, live_server.url)
+    try:
+        yield b
+    finally:
+        b.context.close()

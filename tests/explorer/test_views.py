@@ -1,0 +1,286 @@
+"""Explorer rules without a browser: membership, roles, CSRF, htmx fragments, live polling."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from explorer.selectors import explorer_graph, live_fingerprint
+from memory.models import Evidence, Membership, Operation
+from memory.selectors import cell_detail, cell_graph
+from memory.services import observation_fail, observation_record, operation_apply
+
+pytestmark = pytest.mark.django_db
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def client_for(user: Any, **kwargs: Any) -> Client:
+    client = Client(**kwargs)
+    client.force_login(user)
+    return client
+
+
+def test_anonymous_is_sent_to_login(client: Client, demo_ns: Any) -> None:
+    for path in ("/", f"/ns/{demo_ns.name}/", f"/ns/{demo_ns.name}/cells/alice_home_city/"):
+        response = client.get(path)
+        assert response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+    assert client.get("/accounts/login/").status_code == 200
+
+
+def test_index_lists_only_the_users_namespaces_with_counts(demo_ns: Any, make_namespace: Any,
+                                                           make_user: Any) -> None:
+    other = make_namespace("hidden")
+    body = client_for(make_user("viewer", demo_ns)).get("/").content.decode()
+    assert demo_ns.name in body and other.name not in body
+    superuser = make_user(None, superuser=True)
+    body = client_for(superuser).get("/").content.decode()
+    assert demo_ns.name in body and other.name in body
+
+
+@pytest.mark.parametrize("path", ["/ns/{ns}/", "/ns/{ns}/cells/alice_home_city/",
+                                  "/ns/{ns}/cells/alice_home_city/graph/",
+                                  "/ns/{ns}/cells/alice_home_city/panel/", "/ns/{ns}/operations/",
+                                  "/ns/{ns}/read/?q=x", "/ns/{ns}/live/"])
+def test_a_non_member_gets_404_as_if_the_namespace_did_not_exist(
+        path: str, demo_ns: Any, make_user: Any) -> None:
+    client = client_for(make_user(None))
+    assert client.get(path.format(ns=demo_ns.name)).status_code == 404
+    assert client.get(path.format(ns="no-such-namespace")).status_code == 404
+
+
+def test_a_non_member_post_gets_404_and_changes_nothing(demo_ns: Any, make_user: Any) -> None:
+    client = client_for(make_user(None))
+    response = client.post(f"/ns/{demo_ns.name}/cells/alice_home_city/operations/",
+                           {"op": "revoke", "reason": "x"})
+    assert response.status_code == 404
+    assert cell_detail(namespace=demo_ns, key="alice_home_city").value == "Lisbon"
+
+
+def test_a_viewer_sees_the_cell_without_actions(demo_ns: Any, make_user: Any) -> None:
+    client = client_for(make_user(Membership.Role.VIEWER, demo_ns))
+    body = client.get(f"/ns/{demo_ns.name}/cells/alice_home_city/").content.decode()
+    assert "Lisbon" in body and 'id="cell-actions"' not in body
+    assert "Correct this memory" not in body
+
+
+@pytest.mark.parametrize("path,data", [
+    ("/ns/{ns}/cells/alice_home_city/operations/", {"op": "revoke", "reason": "forged"}),
+    ("/ns/{ns}/observations/", {"text": "alice_home_city = Oslo", "key": "alice_home_city"}),
+])
+def test_a_viewers_forged_post_is_refused_with_403(path: str, data: dict[str, str], demo_ns: Any,
+                                                   make_user: Any) -> None:
+    client = client_for(make_user(Membership.Role.VIEWER, demo_ns))
+    evidence_before = Evidence.objects.filter(namespace=demo_ns).count()
+    assert client.post(path.format(ns=demo_ns.name), data, **HTMX).status_code == 403
+    assert cell_detail(namespace=demo_ns, key="alice_home_city").value == "Lisbon"
+    assert Evidence.objects.filter(namespace=demo_ns).count() == evidence_before
+
+
+def test_a_viewer_cannot_retry_a_failed_observation(demo_ns: Any, make_user: Any) -> None:
+    evidence = observation_record(namespace=demo_ns, text="x = 1").evidence
+    observation_fail(evidence_id=evidence.pk, error="boom")
+    client = client_for(make_user(Membership.Role.VIEWER, demo_ns))
+    assert client.post(f"/ns/{demo_ns.name}/observations/{evidence.pk}/retry/").status_code == 403
+    evidence.refresh_from_db()
+    assert evidence.state == "failed"
+
+
+def test_posts_without_a_csrf_token_are_refused(demo_ns: Any, make_user: Any) -> None:
+    client = client_for(make_user("reviewer", demo_ns), enforce_csrf_checks=True)
+    response = client.post(f"/ns/{demo_ns.name}/cells/alice_home_city/operations/",
+                           {"op": "revoke", "reason": "no token"}, **HTMX)
+    assert response.status_code == 403
+    assert cell_detail(namespace=demo_ns, key="alice_home_city").value == "Lisbon"
+
+
+def test_pages_carry_the_csrf_token_for_htmx(demo_ns: Any, make_user: Any) -> None:
+    body = client_for(make_user("reviewer", demo_ns)).get(
+        f"/ns/{demo_ns.name}/cells/alice_home_city/").content.decode()
+    assert 'hx-headers=\'{"X-CSRFToken": "' in body
+    assert body.count("csrfmiddlewaretoken") >= 6  # every action form, and logout
+
+
+def test_retract_through_htmx_returns_the_panel_and_reinstates(demo_ns: Any,
+                                                               make_user: Any) -> None:
+    user = make_user("reviewer", demo_ns)
+    response = client_for(user).post(f"/ns/{demo_ns.name}/cells/alice_home_city/operations/",
+                                     {"op": "revoke", "reason": "wrong city"}, **HTMX)
+    assert response.status_code == 200
+    assert "pmem-graph" in json.loads(response["HX-Trigger"])
+    body = response.content.decode()
+    assert body.startswith('<div id="cell-panel"') and "<html" not in body
+    assert "Current value: Berlin" in body
+    op = Operation.objects.filter(namespace=demo_ns, type="revoke").latest("id")
+    assert (op.actor, op.reason) == (f"user:{user.username}", "wrong city")
+    assert cell_detail(namespace=demo_ns, key="alice_home_city").value == "Berlin"
+
+
+def test_a_plain_form_post_redirects_back_to_the_cell(demo_ns: Any, make_user: Any) -> None:
+    response = client_for(make_user("reviewer", demo_ns)).post(
+        f"/ns/{demo_ns.name}/cells/favorite_color/operations/",
+        {"op": "accept", "value": "teal", "reason": "asked the user"})
+    assert response.status_code == 302
+    assert response["Location"] == f"/ns/{demo_ns.name}/cells/favorite_color/"
+    assert cell_detail(namespace=demo_ns, key="favorite_color").value == "teal"
+
+
+def test_an_invalid_operation_is_refused_with_its_reason_not_a_500(demo_ns: Any,
+                                                                   make_user: Any) -> None:
+    client = client_for(make_user("reviewer", demo_ns))
+    url = f"/ns/{demo_ns.name}/cells/temp_access_code/operations/"  # an empty cell
+    before = Operation.objects.filter(namespace=demo_ns).count()
+    plain = client.post(url, {"op": "contest", "value": "1", "reason": "r"})
+    assert plain.status_code == 409 and "Refused:" in plain.content.decode()
+    fragment = client.post(url, {"op": "revoke", "reason": "r"}, **HTMX)
+    assert fragment.status_code == 200 and "Refused:" in fragment.content.decode()
+    assert Operation.objects.filter(namespace=demo_ns).count() == before
+
+
+def test_a_missing_reason_is_a_form_error(demo_ns: Any, make_user: Any) -> None:
+    client = client_for(make_user("reviewer", demo_ns))
+    response = client.post(f"/ns/{demo_ns.name}/cells/alice_home_city/operations/",
+                           {"op": "revoke", "reason": ""})
+    assert response.status_code == 422 and "Say why" in response.content.decode()
+    assert cell_detail(namespace=demo_ns, key="alice_home_city").value == "Lisbon"
+
+
+def test_resolve_picks_the_winner(demo_ns: Any, make_user: Any) -> None:
+    detail = cell_detail(namespace=demo_ns, key="team_meeting_day")
+    thursday = detail.alternatives[0]["version"]
+    response = client_for(make_user("reviewer", demo_ns)).post(
+        f"/ns/{demo_ns.name}/cells/team_meeting_day/operations/",
+        {"op": "resolve", "version": thursday, "reason": "calendar"}, **HTMX)
+    assert response.status_code == 200
+    after = cell_detail(namespace=demo_ns, key="team_meeting_day")
+    assert (after.value, after.status) == ("Thursday", "active")
+
+
+def test_adding_an_observation_records_evidence_and_queues_it_after_commit(
+        demo_ns: Any, make_user: Any, django_capture_on_commit_callbacks: Any) -> None:
+    user = make_user("reviewer", demo_ns)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client_for(user).post(
+            f"/ns/{demo_ns.name}/observations/",
+            {"text": "alice_home_city = Oslo", "key": "alice_home_city"}, **HTMX)
+    assert response.status_code == 200 and "recorded" in response.content.decode()
+    evidence = Evidence.objects.filter(namespace=demo_ns).latest("seq")
+    assert (evidence.text, evidence.state, evidence.actor) == (
+        "alice_home_city = Oslo", "pending", f"user:{user.username}")
+    assert len(callbacks) == 1  # process_observation.delay, once the evidence is committed
+
+
+def test_a_reviewer_retries_a_failed_observation(demo_ns: Any, make_user: Any,
+                                                 django_capture_on_commit_callbacks: Any) -> None:
+    evidence = observation_record(namespace=demo_ns, text="x = 1").evidence
+    observation_fail(evidence_id=evidence.pk, error="extraction failed: boom")
+    client = client_for(make_user("reviewer", demo_ns))
+    log = client.get(f"/ns/{demo_ns.name}/operations/").content.decode()
+    assert "extraction failed: boom" in log and "Retry" in log
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(f"/ns/{demo_ns.name}/observations/{evidence.pk}/retry/", **HTMX)
+    assert response.status_code == 200 and "pmem-changed" in json.loads(response["HX-Trigger"])
+    evidence.refresh_from_db()
+    assert evidence.state == "pending" and len(callbacks) == 1
+
+
+def test_the_graph_endpoint_is_the_selectors_graph_plus_operation_links(
+        demo_ns: Any, make_user: Any) -> None:
+    data = client_for(make_user("viewer", demo_ns)).get(
+        f"/ns/{demo_ns.name}/cells/mug_1_location/graph/").json()
+    graph = cell_graph(namespace=demo_ns, key="mug_1_location")
+    assert [n["id"] for n in data["nodes"]] == [n["id"] for n in graph["nodes"]]
+    assert data["edges"] == graph["edges"]
+    assert {e["type"] for e in data["edges"]} == {"supersedes", "supported_by", "revokes"}
+    assert data["derived"] == explorer_graph(namespace=demo_ns, key="mug_1_location").derived
+    assert all(e["type"] == "applied_to" for e in data["derived"])
+
+
+def test_live_answers_204_until_the_namespace_changes(demo_ns: Any, make_user: Any) -> None:
+    client = client_for(make_user("viewer", demo_ns))
+    fingerprint = live_fingerprint(demo_ns)
+    url = f"/ns/{demo_ns.name}/live/"
+    assert client.get(url, {"fp": fingerprint}, **HTMX).status_code == 204
+    operation_apply(namespace=demo_ns, key="alice_home_city", op="accept", value="Rome",
+                    actor="api:test", explicit=True)
+    response = client.get(url, {"fp": fingerprint}, **HTMX)
+    assert response.status_code == 200 and "pmem-changed" in json.loads(response["HX-Trigger"])
+    assert live_fingerprint(demo_ns) in response.content.decode()
+    observation_record(namespace=demo_ns, text="pending one")  # a new observation changes it
+    assert client.get(url, {"fp": live_fingerprint(demo_ns)}).status_code == 204
+
+
+def test_frontier_fragment_search_and_filters(demo_ns: Any, make_user: Any) -> None:
+    client = client_for(make_user("viewer", demo_ns))
+    url = f"/ns/{demo_ns.name}/"
+    fragment = client.get(url, {"q": "lisbon"}, HTTP_HX_TARGET="frontier-results", **HTMX)
+    body = fragment.content.decode()
+    assert body.lstrip().startswith('<section id="frontier-results"') and "<html" not in body
+    assert "alice_home_city" in body and "laptop_1_location" not in body
+    contested = client.get(url, {"show": "contested"}).content.decode()
+    assert "team_meeting_day" in contested and "alice_home_city" not in contested
+    empty = client.get(url, {"show": "empty"}).content.decode()
+    assert "temp_access_code" in empty and "alice_home_city" not in empty
+    recent = client.get(url, {"show": "recent"}).content.decode()
+    assert "alice_home_city" in recent  # written moments ago
+    page = client.get(url).content.decode()
+    assert "resolve by" in page and "user:demo" in page  # last change and by whom
+
+
+def test_frontier_pages_by_key_without_offsets(ns: Any, make_user: Any) -> None:
+    for i in range(55):
+        operation_apply(namespace=ns, key=f"k{i:03d}", op="accept", value=str(i),
+                        actor="api:test", explicit=True)
+    client = client_for(make_user("viewer", ns))
+    def keys(params: dict[str, str]) -> set[str]:
+        body = client.get(f"/ns/{ns.name}/", params).content.decode()
+        return {f"k{i:03d}" for i in range(55) if f"/cells/k{i:03d}/" in body}
+
+    first = client.get(f"/ns/{ns.name}/").content.decode()
+    assert "55 cells" in first and "after=k049" in first
+    assert keys({}) == {f"k{i:03d}" for i in range(50)}
+    assert keys({"after": "k049"}) == {f"k{i:03d}" for i in range(50, 55)}
+    assert "before=k050" in client.get(f"/ns/{ns.name}/", {"after": "k049"}).content.decode()
+    assert keys({"before": "k050"}) == {f"k{i:03d}" for i in range(50)}
+
+
+def test_failed_filter_shows_failed_observations(demo_ns: Any, make_user: Any) -> None:
+    evidence = observation_record(namespace=demo_ns, text="garbled").evidence
+    observation_fail(evidence_id=evidence.pk, error="commit failed: boom")
+    body = client_for(make_user("viewer", demo_ns)).get(
+        f"/ns/{demo_ns.name}/", {"show": "failed"}).content.decode()
+    assert "garbled" in body and "commit failed: boom" in body
+    assert "Retry" not in body  # a viewer cannot retry
+
+
+def test_operation_log_filters_by_key_and_actor(demo_ns: Any, make_user: Any) -> None:
+    client = client_for(make_user("viewer", demo_ns))
+    body = client.get(f"/ns/{demo_ns.name}/operations/", {"actor": "user:demo"},
+                      HTTP_HX_TARGET="log-results", **HTMX).content.decode()
+    assert "confirmed in the staff directory" in body and "rule:" not in body
+    body = client.get(f"/ns/{demo_ns.name}/operations/", {"key": "favorite_color"}).content.decode()
+    assert "the user corrected it" in body and "expired; must not be reused" not in body
+
+
+def test_read_page_shows_every_mode_with_its_size(demo_ns: Any, make_user: Any) -> None:
+    response = client_for(make_user("viewer", demo_ns)).get(
+        f"/ns/{demo_ns.name}/read/", {"q": "where is the laptop", "disclose": ["history"]})
+    body = response.content.decode()
+    assert response.status_code == 200
+    for mode in ("frontier", "raw", "raw_ordered", "pruned"):
+        assert f'data-mode="{mode}"' in body
+    assert "laptop_1_location = desk 1" in body and "[t=" in body
+    assert "needs a model" in body and "chars" in body
+
+
+def test_an_alias_redirects_to_the_canonical_cell(demo_ns: Any, make_user: Any) -> None:
+    from memory.models import Cell, KeyAlias
+
+    cell = Cell.objects.get(namespace=demo_ns, key="alice_home_city")
+    KeyAlias.objects.create(namespace=demo_ns, cell=cell, alias="alice_city")
+    response = client_for(make_user("viewer", demo_ns)).get(
+        f"/ns/{demo_ns.name}/cells/alice_city/")
+    assert response.status_code == 302
+    assert response["Location"] == f"/ns/{demo_ns.name}/cells/alice_home_city/"
