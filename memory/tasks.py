@@ -6,6 +6,7 @@ import logging
 
 from celery import shared_task
 from celery.signals import worker_ready
+from django.conf import settings
 from django.db import transaction
 
 from memory.models import Evidence
@@ -17,12 +18,20 @@ from memory.services import (
 )
 
 log = logging.getLogger("pmem.tasks")
-MAX_RETRIES = 4
 
 
-@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=MAX_RETRIES)
+def _retry_policy() -> tuple[int, float, float]:
+    return (int(settings.PMEM_TASK_MAX_RETRIES), float(settings.PMEM_TASK_RETRY_BASE),
+            float(settings.PMEM_TASK_RETRY_CAP))
+
+
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
 def process_observation(self, evidence_id: int) -> str:  # type: ignore[no-untyped-def]
-    """Extract one observation (once), then commit whatever is next in its namespace."""
+    """Extract one observation (once), then commit whatever is next in its namespace.
+
+    While its model is unreachable the task retries with backoff (the namespace waits: later
+    observations must not commit first); after ``PMEM_TASK_MAX_RETRIES`` the observation is
+    marked failed and the namespace moves on."""
     try:
         namespace_id = Evidence.objects.values_list("namespace_id", flat=True).get(pk=evidence_id)
     except Evidence.DoesNotExist:
@@ -30,10 +39,12 @@ def process_observation(self, evidence_id: int) -> str:  # type: ignore[no-untyp
     try:
         observation_extract(evidence_id=evidence_id)
     except ExtractionFailed as exc:
-        if self.request.retries >= MAX_RETRIES:
+        max_retries, base, cap = _retry_policy()
+        if self.request.retries >= max_retries:
             observation_fail(evidence_id=evidence_id, error=f"extraction failed: {exc}")
         else:
-            raise self.retry(countdown=min(30, 2 ** self.request.retries), exc=exc) from exc
+            raise self.retry(countdown=min(cap, base * 2 ** self.request.retries),
+                             exc=exc) from exc
     namespace_drain(namespace_id=namespace_id)
     return "ok"
 

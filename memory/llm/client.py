@@ -281,6 +281,17 @@ class ModelClient:
 # --- helpers ---------------------------------------------------------------------------------
 
 
+#: Error prefixes of an answer that came back but was unusable (see ``is_transport_error``).
+CONTENT_ERROR_PREFIXES = ("unparsable", "no choices", "wrong schema", "malformed")
+
+
+def is_transport_error(error: str | None) -> bool:
+    """True when no usable answer arrived at all (timeout, connection error, HTTP status after
+    the retries): trying again later may help. False for no error, and for an answer that came
+    back but was unusable (unparsable, wrong schema): the model would most likely say it again."""
+    return bool(error) and not str(error).startswith(CONTENT_ERROR_PREFIXES)
+
+
 def _short(exc: Exception, limit: int = 200) -> str:
     return str(exc).replace("\n", " ")[:limit]
 

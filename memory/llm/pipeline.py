@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
 from django.core.signals import setting_changed
 
 from memory.domain import OpType, Status, normalize_key, same_value
@@ -81,6 +80,17 @@ def _forget_rule_extractor(*, setting: str, **_: Any) -> None:
 
 
 setting_changed.connect(_forget_rule_extractor)
+
+
+def _forget_embedder(*, setting: str, **_: Any) -> None:
+    # The embedder is built once per process; a test's settings change must rebuild it.
+    if setting.startswith("PMEM_EMBED"):
+        from memory.llm.embedding import reset_embedder_cache
+
+        reset_embedder_cache()
+
+
+setting_changed.connect(_forget_embedder)
 
 
 def rule_extractor() -> Any:
