@@ -4,7 +4,7 @@ the answer step, iterative readout and the pruned turn read."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -29,7 +29,7 @@ def post(api, ns, path, body):
 
 
 def at(day: int) -> datetime:
-    return datetime(2026, 11, day, 12, tzinfo=timezone.utc)
+    return datetime(2026, 11, day, 12, tzinfo=UTC)
 
 
 def test_answer_needs_a_model_and_says_so(api, ns):

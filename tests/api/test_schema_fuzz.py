@@ -49,7 +49,7 @@ def test_generated_requests_never_get_a_server_error(make_namespace):
                 case.path_parameters["key"] = key
             response = case.call(headers={"Authorization": f"Token {token}"})
             if response.status_code >= 500:
-                failures.append(f"{operation.label}: {response.status_code} {response.text[:200]}")
+                failures.append(f"{case.operation.label}: {response.status_code} {response.text[:200]}")
 
         check()
     assert not failures, failures

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import UTC
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -273,10 +274,10 @@ def test_without_trust_levels_every_source_supersedes(ns):
 
 
 def test_late_report_goes_into_history_at_its_valid_time_not_the_head(ns):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     def day(d):
-        return datetime(2026, 11, d, tzinfo=timezone.utc)
+        return datetime(2026, 11, d, tzinfo=UTC)
 
     _observe(ns, "office = Berlin", observed_at=day(1))
     _observe(ns, "office = Lisbon", observed_at=day(20))
@@ -293,13 +294,13 @@ def test_late_report_goes_into_history_at_its_valid_time_not_the_head(ns):
 
 
 def test_hard_commit_bypasses_trust_and_valid_time(ns):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from memory.models import SourceTrust
     from memory.services import observation_ingest
 
     SourceTrust.objects.create(namespace=ns, source="registry", level=10)
-    _observe(ns, "ceo = Dana", source="registry", observed_at=datetime(2026, 11, 5, tzinfo=timezone.utc))
+    _observe(ns, "ceo = Dana", source="registry", observed_at=datetime(2026, 11, 5, tzinfo=UTC))
     observation_ingest(namespace=ns, facts=[{"key": "ceo", "value": "Sam", "hard_commit": True}],
-                       source="gossip", observed_at=datetime(2026, 11, 1, tzinfo=timezone.utc))
+                       source="gossip", observed_at=datetime(2026, 11, 1, tzinfo=UTC))
     assert cell_detail(namespace=ns, key="ceo").value == "Sam"
