@@ -23,7 +23,7 @@ run: install
 browser-deps:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-test: install browser-deps
+test: install browser-deps lint
 	@status=0; \
 	PMEM_DATA_DIR=$(TEST_DATA_DIR) $(BIN)/python -m pytest $(PYTEST_ARGS) || status=$$?; \
 	PMEM_DATA_DIR=$(TEST_DATA_DIR) $(BIN)/python -m pmem_site.embedded stop; \
