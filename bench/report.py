@@ -62,6 +62,10 @@ def _axis(row: dict[str, Any], scenario: str) -> Any:
 
 def write(out: Path, scenario: str, config: dict[str, Any], results: list[dict[str, Any]]) -> str:
     """Write DIR/{scenario}.json, .md and .png; return the Markdown table."""
+    if scenario == "perf":  # its own tables and plots (bench/perf.py)
+        from . import perf
+
+        return perf.write(out, config, results)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{scenario}.json").write_text(json.dumps(
         {"scenario": scenario, "config": config, "results": results}, indent=1, default=str))

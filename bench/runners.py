@@ -35,6 +35,7 @@ class RunConfig:
     dataset: Path | None = None
     client: Any = None  # memory.llm.client.ModelClient, or None: no model configured
     progress: Progress = field(default=lambda done, total: None)
+    scale: str = "medium"  # perf: small | medium | full
 
     @property
     def model(self) -> str | None:
@@ -344,6 +345,12 @@ def run_locomo(config: RunConfig) -> Results:
     return _needs_dataset_and_model(config) or locomo.run(config)
 
 
+def run_perf(config: RunConfig) -> Results:
+    from . import perf
+
+    return perf.run(config)
+
+
 SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     alfworld.NAME: run_alfworld,
     retraction.NAME: run_retraction,
@@ -351,4 +358,5 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     factconsolidation.NAME: run_factconsolidation,
     "longmemeval": run_longmemeval,
     "locomo": run_locomo,
+    "perf": run_perf,
 }

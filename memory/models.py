@@ -146,10 +146,12 @@ class Cell(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="cell_key_unique")]
         indexes = [
+            # The frontier read (top-k by cosine within a namespace). Every non-HOT update of
+            # a cell row inserts into each HNSW index on it, so this is the only one (issue 7):
+            # ``key_embedding`` serves soft identity, one exact scan per new key of a namespace
+            # when a model is configured, and an index on it doubled the cost of every commit.
             HnswIndex(name="cell_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
                       opclasses=["vector_cosine_ops"]),
-            HnswIndex(name="cell_key_embedding_hnsw", fields=["key_embedding"], m=16,
-                      ef_construction=64, opclasses=["vector_cosine_ops"]),
         ]
 
     def __str__(self) -> str:

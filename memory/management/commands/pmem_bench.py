@@ -61,6 +61,9 @@ class Command(BaseCommand):
                             help="FactConsolidation questions per kind (default 100)")
         parser.add_argument("--dataset", type=Path, default=None,
                             help="dataset file for longmemeval / locomo")
+        parser.add_argument("--scale", choices=("small", "medium", "full"), default="medium",
+                            help="perf: small (minutes), medium (100k versions/cells, the "
+                                 "default) or full (1M)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         overrides = {"PMEM_LLM_BASE_URL": options["model_url"]} if options["model_url"] else {}
@@ -76,7 +79,8 @@ class Command(BaseCommand):
         scenario = options["scenario"]
         config = RunConfig(run_id=f"{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}", out=options["out"],
                            cases=options["cases"], dataset=options["dataset"],
-                           client=client_from_settings(), progress=StderrBar(scenario))
+                           client=client_from_settings(), progress=StderrBar(scenario),
+                           scale=options["scale"])
         for name in ("lengths", "distances", "sizes"):
             if options[name]:
                 setattr(config, name, options[name])
