@@ -431,13 +431,13 @@ def cells_refresh_embeddings(*, cell_ids: set[int] | list[int],
     for cell, text in stale:
         vec = found.get(text or cell.key) or unpack_vector(cached[text or cell.key])
         kvec = found.get(key_text(cell.key)) or unpack_vector(cached[key_text(cell.key)])
-        rows.append((cell.pk, cell.embedded_text, text, _vector_literal(vec) if text else None,
-                     _vector_literal(kvec)))
+        rows.append((cell.pk, cell.embedded_text, text, vector_literal(vec) if text else None,
+                     vector_literal(kvec)))
     _update_cell_embeddings(rows)
     return len(stale), calls
 
 
-def _vector_literal(vector: list[float]) -> str:
+def vector_literal(vector: list[float]) -> str:
     return "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
 
 

@@ -139,16 +139,19 @@ def apply_in_transaction(*, namespace: Namespace, item: OpInput, actor: str,
 
 
 def apply_batch(*, namespace: Namespace, items: Sequence[tuple[OpInput, str]],
-                evidence: Evidence | None = None, explicit: bool = False) -> list[Applied]:
+                evidence: Evidence | None = None, explicit: bool = False,
+                vectors: dict[str, str] | None = None) -> list[Applied]:
     """Apply ``items`` in order inside the caller's transaction (which must be open).
 
     Locks every cell the items name (in key order, so concurrent batches cannot deadlock),
     decides each item on the overlay, then writes. With ``explicit``, the first invalid item
-    raises and the caller's transaction must be rolled back (nothing of the batch is kept)."""
+    raises and the caller's transaction must be rolled back (nothing of the batch is kept).
+    ``vectors`` (text -> packed vector, computed before the transaction) let the head move
+    carry the cell's new embedding; cells it does not cover are refreshed after commit."""
     assert connection.in_atomic_block, "apply_batch needs an open transaction"
     if not items:
         return []
-    batch = _Batch(namespace, evidence, timezone.now())
+    batch = _Batch(namespace, evidence, timezone.now(), vectors or {})
     keys = [normalize_key(item.key) for item, _ in items]
     batch.lock_cells(keys, creating={k for k, (item, _) in zip(keys, items, strict=True)
                                      if item.creates})
@@ -203,8 +206,9 @@ class _PendingOp:
 
 
 class _Batch:
-    def __init__(self, namespace: Namespace, evidence: Evidence | None, now: datetime) -> None:
-        self.namespace, self.evidence, self.now = namespace, evidence, now
+    def __init__(self, namespace: Namespace, evidence: Evidence | None, now: datetime,
+                 vectors: dict[str, str]) -> None:
+        self.namespace, self.evidence, self.now, self.vectors = namespace, evidence, now, vectors
         self.cells: dict[str, Cell] = {}
         self.rows: dict[int, _Row] = {}
         self.heads: dict[int, int | None] = {}  # cell id -> head row id
@@ -478,21 +482,38 @@ class _Batch:
         ]
 
     def _move_heads(self, m: Any) -> None:
-        moved = []
-        for cell in {c.pk: c for c in self.cells.values()}.values():
-            head = m(self.heads.get(cell.pk))
-            if head != cell.head_id:
-                cell.head_id = head
-                moved.append(cell)
-            cell.updated_at = self.now
-        touched = [c for c in {c.pk: c for c in self.cells.values()}.values()]
+        """One UPDATE for every touched cell: the head pointer and, when the observation's
+        cached vectors hold the new ``key: value`` (they usually do), its embedding too — so a
+        head move rewrites the row, and its HNSW entry, once instead of twice (issue 7)."""
+        from memory.domain.render import embedding_text
+        from memory.llm.pipeline import key_text, unpack_vector, vector_literal
+
+        touched = list({c.pk: c for c in self.cells.values()}.values())
         if not touched:
             return
+        ids, heads, set_emb, texts, embs, kembs = [], [], [], [], [], []
+        for cell in touched:
+            head = self.heads.get(cell.pk)
+            cell.head_id, cell.updated_at = m(head), self.now
+            text = embedding_text(cell.key, self.rows[head].value) if head is not None else ""
+            packed = self.vectors.get(text) if text else None
+            known = text == "" or packed is not None
+            ids.append(cell.pk)
+            heads.append(cell.head_id)
+            set_emb.append(known)
+            texts.append(text)
+            embs.append(vector_literal(unpack_vector(packed)) if packed else None)
+            kpacked = self.vectors.get(key_text(cell.key))
+            kembs.append(vector_literal(unpack_vector(kpacked)) if kpacked else None)
         with connection.cursor() as cur:
             cur.execute(
-                "UPDATE memory_cell AS c SET head_id = v.head, updated_at = %s"
-                " FROM unnest(%s::bigint[], %s::bigint[]) AS v(id, head) WHERE c.id = v.id",
-                [self.now, [c.pk for c in touched], [c.head_id for c in touched]])
+                "UPDATE memory_cell AS c SET head_id = v.head, updated_at = %s,"
+                " embedded_text = CASE WHEN v.set_emb THEN v.text ELSE c.embedded_text END,"
+                " embedding = CASE WHEN v.set_emb THEN v.emb::vector ELSE c.embedding END,"
+                " key_embedding = COALESCE(c.key_embedding, v.kemb::vector)"
+                " FROM unnest(%s::bigint[], %s::bigint[], %s::bool[], %s::text[], %s::text[],"
+                " %s::text[]) AS v(id, head, set_emb, text, emb, kemb) WHERE c.id = v.id",
+                [self.now, ids, heads, set_emb, texts, embs, kembs])
 
 
 def _update_rows(rows: list[_Row], m: Any) -> None:

@@ -274,7 +274,8 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
         if locked.state not in UNSETTLED:
             return []  # a redelivered task lost the race: it was committed already
         _register_aliases(locked.namespace, plan.aliases)
-        applied = apply_batch(namespace=locked.namespace, items=plan.items, evidence=locked)
+        applied = apply_batch(namespace=locked.namespace, items=plan.items, evidence=locked,
+                              vectors=vectors)
         Evidence.objects.filter(pk=locked.pk).update(
             # The cached vectors have served their purpose: keep the row small.
             state=Evidence.State.COMMITTED, committed_at=timezone.now(), error="",
