@@ -168,6 +168,8 @@ PMEM_EMBED_MODEL = env_str("PMEM_EMBED_MODEL")
 PMEM_EMBED_API_KEY = env_str("PMEM_EMBED_API_KEY") or PMEM_LLM_API_KEY
 PMEM_EMBED_DIM = 384  # fixed by the vector columns' migration
 PMEM_IDENTITY_THRESHOLD = env_float("PMEM_IDENTITY_THRESHOLD", 0.72)
+# A JSON file of extra rule-extractor patterns ([{"pattern", "key", "value", ...}]).
+PMEM_RULE_PATTERNS = env_str("PMEM_RULE_PATTERNS")
 
 PMEM_MAX_TEXT_CHARS = env_int("PMEM_MAX_TEXT_CHARS", 100_000)
 PMEM_MAX_KEY_CHARS = env_int("PMEM_MAX_KEY_CHARS", 200)
