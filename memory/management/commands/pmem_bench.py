@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test import override_settings
 
@@ -66,6 +67,8 @@ class Command(BaseCommand):
                                  "default) or full (1M)")
 
     def handle(self, *args: Any, **options: Any) -> None:
+        # A benchmark often runs on a fresh PMEM_DATA_DIR: bring its schema up first.
+        call_command("migrate", verbosity=0, interactive=False)
         overrides = {"PMEM_LLM_BASE_URL": options["model_url"]} if options["model_url"] else {}
         with override_settings(**overrides):
             table = self._run(options)
