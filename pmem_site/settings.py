@@ -168,6 +168,9 @@ PMEM_EMBED_MODEL = env_str("PMEM_EMBED_MODEL")
 PMEM_EMBED_API_KEY = env_str("PMEM_EMBED_API_KEY") or PMEM_LLM_API_KEY
 PMEM_EMBED_DIM = 384  # fixed by the vector columns' migration
 PMEM_IDENTITY_THRESHOLD = env_float("PMEM_IDENTITY_THRESHOLD", 0.72)
+# Server-side prepared statements for the point read; turn off behind a transaction-pooling
+# PgBouncer (which cannot keep prepared statements across transactions).
+PMEM_PREPARED_READS = env_bool("PMEM_PREPARED_READS", True)
 # A JSON file of extra rule-extractor patterns ([{"pattern", "key", "value", ...}]).
 PMEM_RULE_PATTERNS = env_str("PMEM_RULE_PATTERNS")
 

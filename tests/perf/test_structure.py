@@ -103,7 +103,8 @@ def test_revoke_on_a_long_chain_issues_the_statements_of_a_short_one(ns):
     assert cell_value(namespace=ns, key="long").value == "value 297"
 
 
-def test_point_read_is_one_query_whatever_the_history(ns):
+def test_point_read_is_one_query_whatever_the_history(ns, settings):
+    settings.PMEM_PREPARED_READS = False  # Django's cursor, so the statements can be counted
     _chain(ns, "k", 2)
     with CaptureQueriesContext(connection) as short:
         value = cell_value(namespace=ns, key="k")
@@ -112,6 +113,16 @@ def test_point_read_is_one_query_whatever_the_history(ns):
         later = cell_value(namespace=ns, key="k")
     assert len(short.captured_queries) == len(long.captured_queries) == 1
     assert (value.value, later.value, later.status) == ("value 1", "value 89", "active")
+
+
+def test_prepared_point_read_answers_like_the_plain_one(ns, settings):
+    _chain(ns, "k", 3)
+    settings.PMEM_PREPARED_READS = True
+    prepared = [cell_value(namespace=ns, key="k") for _ in range(7)]  # past psycopg's threshold
+    settings.PMEM_PREPARED_READS = False
+    assert set(prepared) == {cell_value(namespace=ns, key="k")}
+    settings.PMEM_PREPARED_READS = True
+    assert cell_value(namespace=ns, key="missing") is None
 
 
 def test_point_read_follows_aliases_and_misses_cleanly(ns):
