@@ -694,13 +694,15 @@ def _build_index(table: str, m: int, efc: int, halfvec: bool = False) -> float:
 
 
 def _search(table: str, qvecs: list[str], *, exact: bool, ef: int = 100,
-            halfvec: bool = False) -> tuple[list[list[int]], list[float]]:
+            halfvec: bool = False) -> tuple[list[list[tuple[int, float]]], list[float]]:
     """Top-12 ids per query, the frontier read's shape (namespace filter, iterative scan)."""
     from django.db import transaction
 
     order = "embedding::halfvec(384) <=> %s::halfvec(384)" if halfvec else \
         "embedding <=> %s::vector"
-    sql = f"SELECT id FROM {table} WHERE namespace_id = 1 ORDER BY {order} LIMIT {TOP_K}"
+    dist = order.replace(" <=> %s", " <=> %(q)s")
+    sql = (f"SELECT id, {dist} FROM {table} WHERE namespace_id = 1"
+           f" ORDER BY {order.replace('%s', '%(q)s')} LIMIT {TOP_K}")
     results, times = [], []
     with transaction.atomic(), _cursor() as cur:
         if exact:
@@ -709,16 +711,23 @@ def _search(table: str, qvecs: list[str], *, exact: bool, ef: int = 100,
         cur.execute("SET LOCAL hnsw.iterative_scan = 'relaxed_order'")
         for q in qvecs:
             t = time.perf_counter()
-            cur.execute(sql, [q])
+            cur.execute(sql, {"q": q})
             rows = cur.fetchall()
             times.append(time.perf_counter() - t)
-            results.append([r[0] for r in rows])
+            results.append([(r[0], float(r[1])) for r in rows])
     return results, times
 
 
-def _recall(found: list[list[int]], truth: list[list[int]]) -> float:
-    return statistics.mean(len(set(f) & set(t)) / max(len(t), 1) for f, t in
-                           zip(found, truth, strict=True))
+def _recall(found: list[list[tuple[int, float]]], truth: list[list[tuple[int, float]]]) -> float:
+    """Tie-aware recall@k: a returned cell counts when it is at least as close as the exact
+    scan's k-th (the hashing embedder gives many equal distances, and which of several tied
+    cells an exact scan lists is arbitrary)."""
+    def one(f: list[tuple[int, float]], t: list[tuple[int, float]]) -> float:
+        if not t:
+            return 1.0
+        kth = t[-1][1] + 1e-4  # halfvec distances are rounded
+        return min(sum(1 for _, d in f if d <= kth), len(t)) / len(t)
+    return statistics.mean(one(f, t) for f, t in zip(found, truth, strict=True))
 
 
 def _frontier(perf: Perf) -> None:
