@@ -229,7 +229,7 @@ def cell_graph(*, namespace: Namespace, key: str) -> dict[str, list[dict[str, An
     if cell is None:
         return None
     versions = list(Version.objects.filter(cell=cell).order_by("id"))
-    ops = list(Operation.objects.filter(cell=cell).order_by("id"))
+    ops = list(Operation.objects.filter(cell=cell).select_related("evidence").order_by("id"))
     supports = list(SupportEdge.objects.filter(version__cell=cell).select_related("evidence")
                     .order_by("id"))
     tombs = list(TombstoneRow.objects.filter(version__cell=cell).order_by("id"))
@@ -257,7 +257,11 @@ def cell_graph(*, namespace: Namespace, key: str) -> dict[str, list[dict[str, An
         nodes.append({"id": f"o{o.id}", "kind": "operation", "label": o.type, "op": o.type,
                       "requested": o.requested, "actor": o.actor, "reason": o.reason,
                       "seq": o.seq, "version": o.version_id, "created_at": o.created_at,
-                      "raw_output": o.raw_output})
+                      "raw_output": o.raw_output, "evidence": o.evidence_id,
+                      # Why it happened, even when the evidence supports no version (a
+                      # retraction's "reported in error" text).
+                      "evidence_text": o.evidence.text if o.evidence else None,
+                      "source": o.evidence.source if o.evidence else None})
     for t in tombs:
         nodes.append({"id": f"t{t.id}", "kind": "tombstone", "label": "revoked",
                       "operation": t.operation_id, "created_at": t.created_at})

@@ -171,6 +171,9 @@
       row(dl, "When", when(n.created_at));
       row(dl, "Reason", n.reason);
       row(dl, "Evidence seq", n.seq);
+      if (n.evidence_text != null) {
+        row(dl, "Evidence", (n.source ? "[" + n.source + "] " : "") + (n.evidence_text || "(structured facts only)"), true);
+      }
       row(dl, "Version", n.version);
       row(dl, "Raw model output", n.raw_output, true);
     } else {

@@ -427,3 +427,13 @@ def test_cells_list_items_have_the_full_cell_shape_in_bounded_queries(api, ns):
                           "history", "aliases"}
     assert [h["value"] for h in first["history"]] == ["b", "a"]
     assert len(queries) <= 8
+
+
+def test_graph_operation_nodes_carry_their_evidence_text(api, ns, commit_pending):
+    post(api, base(ns) + "observations/", {"text": "Earlier observation: mug 1 was in table 1."})
+    post(api, base(ns) + "observations/", {"text": "Update: mug 1 has been moved from table 1 to shelf 2."})
+    post(api, base(ns) + "observations/", {"text": "The move of mug 1 to shelf 2 was reported in error."})
+    commit_pending()
+    graph = api.get(base(ns) + "cells/mug_1_location/graph/").json()
+    revoke = next(n for n in graph["nodes"] if n["kind"] == "operation" and n["label"] == "revoke")
+    assert revoke["evidence_text"] == "The move of mug 1 to shelf 2 was reported in error."
