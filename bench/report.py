@@ -122,6 +122,8 @@ def plot(path: Path, scenario: str, results: list[dict[str, Any]]) -> None:
         ax.plot(sizes, [r["stale_sibling_rate"] for r in audit], marker="s", label="stale sibling %")
         ax.set_xlabel("facts in stream")
         ax.set_ylabel("%")
+    elif axis is None:
+        _bars(ax, run)
     else:
         for arm in dict.fromkeys(r["arm"] for r in run):
             rows = [r for r in run if r["arm"] == arm]
@@ -139,3 +141,20 @@ def plot(path: Path, scenario: str, results: list[dict[str, Any]]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+#: Percentages a probe without an axis reports per arm (the contest probe), drawn as bars.
+BAR_METRICS = ("recorded", "flagged", "accuracy")
+
+
+def _bars(ax: Any, run: list[dict[str, Any]]) -> None:
+    """Grouped bars: one group per arm, one bar per metric the rows carry."""
+    metrics = [m for m in BAR_METRICS if any(r.get(m) is not None for r in run)]
+    width = 0.8 / max(len(metrics), 1)
+    for i, metric in enumerate(metrics):
+        xs = [j + i * width for j in range(len(run))]
+        ax.bar(xs, [r.get(metric) or 0 for r in run], width, label=metric)
+    ax.set_xticks([j + width * (len(metrics) - 1) / 2 for j in range(len(run))])
+    ax.set_xticklabels([r["arm"] for r in run])
+    ax.set_xlabel("arm")
+    ax.set_ylabel("%")
