@@ -91,17 +91,19 @@ class CallCounter:
 
 
 # One semaphore per endpoint for the whole process: the cap protects the server, not a client.
-_SEMAPHORES: dict[str, threading.BoundedSemaphore] = {}
+_SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
 
 
 def endpoint_semaphore(base_url: str, concurrency: int) -> threading.BoundedSemaphore:
-    """The process-wide semaphore for ``base_url``; the first client to ask sets its size."""
-    url = base_url.rstrip("/")
+    """The process-wide semaphore of clients of ``base_url`` with this cap: every client
+    built from the settings shares one. Keyed by the cap too, so a client asking for another
+    cap (or a new server on a reused port, in tests) never inherits a stale size."""
+    key = (base_url.rstrip("/"), max(1, concurrency))
     with _SEMAPHORES_LOCK:
-        sem = _SEMAPHORES.get(url)
+        sem = _SEMAPHORES.get(key)
         if sem is None:
-            sem = _SEMAPHORES[url] = threading.BoundedSemaphore(max(1, concurrency))
+            sem = _SEMAPHORES[key] = threading.BoundedSemaphore(key[1])
         return sem
 
 
