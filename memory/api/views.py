@@ -254,9 +254,6 @@ class CellOperationsView(NamespaceView):
             version_id=v.get("version"), actor=actor_of(request), reason=v.get("reason", ""),
             explicit=True,
         )
-        from memory.llm.pipeline import after_commit
-
-        after_commit(namespace=namespace, applied=[applied])
         cell = cell_body(namespace, applied.cell.key) if applied.cell else None
         return Response({"operation": operation_row(applied.operation), "cell": cell},
                         status=status.HTTP_201_CREATED)

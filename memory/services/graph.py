@@ -127,8 +127,21 @@ def operation_apply(
     """
     item = OpInput(key=key, op=OpType(op), value=value, version_id=version_id, reason=reason)
     with transaction.atomic():
-        return apply_batch(namespace=namespace, items=[(item, actor)], evidence=evidence,
-                           explicit=explicit)[0]
+        applied = apply_batch(namespace=namespace, items=[(item, actor)], evidence=evidence,
+                              explicit=explicit)[0]
+    # The cell's `key: value` embedding follows its head, computed after the commit (never
+    # inside a transaction: immediately here, or when an enclosing transaction commits).
+    transaction.on_commit(lambda: _refresh_embedding(namespace, applied))
+    return applied
+
+
+def _refresh_embedding(namespace: Namespace, applied: Applied) -> None:
+    from memory.llm.pipeline import after_commit
+
+    try:
+        after_commit(namespace=namespace, applied=[applied])
+    except Exception:  # the operation stands; a stale embedding refreshes on the next commit
+        log.exception("embedding refresh after operation %s failed", applied.operation.pk)
 
 
 def apply_in_transaction(*, namespace: Namespace, item: OpInput, actor: str,

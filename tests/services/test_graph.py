@@ -304,3 +304,17 @@ def test_hard_commit_bypasses_trust_and_valid_time(ns):
     observation_ingest(namespace=ns, facts=[{"key": "ceo", "value": "Sam", "hard_commit": True}],
                        source="gossip", observed_at=datetime(2026, 11, 1, tzinfo=UTC))
     assert cell_detail(namespace=ns, key="ceo").value == "Sam"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_human_operation_moves_the_cells_embedding_with_its_head(make_namespace):
+    ns = make_namespace("embed")
+    operation_apply(namespace=ns, key="desk_lamp_location", op="accept", value="attic",
+                    actor="user:t")
+    operation_apply(namespace=ns, key="desk_lamp_location", op="accept", value="garage",
+                    actor="user:t")
+    cell = Cell.objects.get(namespace=ns, key="desk_lamp_location")
+    assert cell.embedded_text == "desk_lamp_location: garage" and cell.embedding is not None
+    operation_apply(namespace=ns, key="desk_lamp_location", op="revoke", actor="user:t")
+    cell.refresh_from_db()
+    assert cell.embedded_text == "desk_lamp_location: attic"
