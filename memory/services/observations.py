@@ -152,7 +152,7 @@ def _extract_claimed(evidence_id: int) -> bool:
     from memory.llm.client import is_transport_error
     from memory.llm.embedding import EmbeddingError
 
-    evidence = Evidence.objects.get(pk=evidence_id)
+    evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
     if evidence.state not in UNSETTLED:
         return False
     if evidence.extracted is not None:
@@ -222,7 +222,9 @@ def _unlock(namespace_id: int) -> None:
 
 
 def _next_unsettled(namespace_id: int) -> Evidence | None:
-    return (Evidence.objects.filter(namespace_id=namespace_id, state__in=UNSETTLED)
+    # The vector is never needed to commit: don't ship and parse 384 floats per observation.
+    return (Evidence.objects.defer("embedding").filter(namespace_id=namespace_id,
+                                                       state__in=UNSETTLED)
             .order_by("seq").first())
 
 
@@ -270,7 +272,7 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
                                     facts=list(extracted.get("facts", [])),
                                     actor=evidence.actor, vectors=vectors)
     with transaction.atomic():
-        locked = Evidence.objects.select_for_update().get(pk=evidence.pk)
+        locked = Evidence.objects.select_for_update().defer("embedding").get(pk=evidence.pk)
         if locked.state not in UNSETTLED:
             return []  # a redelivered task lost the race: it was committed already
         _register_aliases(locked.namespace, plan.aliases)
