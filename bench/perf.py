@@ -279,7 +279,7 @@ class Stack:
                     "DJANGO_SETTINGS_MODULE": "pmem_site.settings",
                     "PMEM_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
                     "PMEM_LOG_LEVEL": "WARNING",
-                    "PMEM_BENCH_RULE_PATTERNS": str(patterns or "")}
+                    "PMEM_RULE_PATTERNS": str(patterns or "")}
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.peak: dict[str, int] = {"web": 0, "worker": 0, "worker_max_process": 0}
         self._stop = threading.Event()
@@ -290,7 +290,7 @@ class Stack:
         web = [sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application", "-b",
                f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "4", "-k", "gthread",
                "--log-level", "warning"]
-        worker = [sys.executable, "-m", "celery", "-A", "bench.perf_worker", "worker", "-Q",
+        worker = [sys.executable, "-m", "celery", "-A", "pmem_site", "worker", "-Q",
                   self.queue, "-n", f"{self.queue}@%h", "--pool", "prefork", "--concurrency",
                   "2", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
                   "--without-heartbeat"]

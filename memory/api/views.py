@@ -37,6 +37,10 @@ class NamespaceView(APIView):
         if length.isdigit() and int(length) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             raise PayloadTooLarge(
                 f"request body over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
+        # PostgreSQL text cannot hold NUL: refuse it here rather than fail in a query.
+        for name, values in request.query_params.lists():
+            if any("\x00" in value for value in values):
+                raise exceptions.ValidationError({name: "Null characters are not allowed."})
         super().initial(request, *args, **kwargs)
 
     def namespace(self, request: Request, ns: str, *, write: bool = False) -> Any:

@@ -174,19 +174,20 @@ def test_cell_operation_invalid_in_state_is_409_with_reason_and_writes_nothing(a
     assert Operation.objects.count() == before
 
 
-@pytest.mark.parametrize("body", [
-    {"op": "contest", "value": "b"},
-    {"op": "reject"},
-    {"op": "reject", "value": "z"},
-    {"op": "noop"},
-    {"op": "accept", "value": "new"},
+@pytest.mark.parametrize("body,value,status", [
+    ({"op": "contest", "value": "b"}, "b0", "contested"),
+    ({"op": "reject"}, "a", "active"),
+    ({"op": "reject", "value": "z"}, "z", "active"),
+    ({"op": "noop"}, "b0", "active"),
+    ({"op": "accept", "value": "new"}, "new", "active"),
 ])
-def test_every_human_operation_is_applied_through_the_endpoint(api, ns, body):
+def test_every_human_operation_is_applied_through_the_endpoint(api, ns, body, value, status):
     accept(ns, "k", "a")
     accept(ns, "k", "b0")
     r = post(api, base(ns) + "cells/k/operations/", body)
     assert r.status_code == 201, r.json()
-    assert r.json()["operation"]["op"] in (body["op"], "noop")
+    assert r.json()["operation"]["op"] == body["op"]
+    assert (r.json()["cell"]["value"], r.json()["cell"]["status"]) == (value, status)
 
 
 def test_resolve_by_version_and_revoke_of_named_version(api, ns):
@@ -401,6 +402,17 @@ def test_bad_cell_operations_get_400_naming_the_field(api, ns, body, field):
 def test_unknown_api_path_is_json_404(api):
     r = api.get("/api/v1/nowhere/")
     assert r.status_code == 404 and r.json() == {"error": "not found"}
+
+
+@pytest.mark.parametrize("query,field", [
+    ("cells/?search=a%00b", "search"),
+    ("cells/?after=a%00b", "after"),
+    ("operations/?actor=a%00b", "actor"),
+    ("operations/?key=a%00b", "key"),
+])
+def test_nul_bytes_in_query_parameters_are_400(api, ns, query, field):
+    r = api.get(base(ns) + query)
+    assert r.status_code == 400 and r.json()["field"] == field
 
 
 def test_bad_query_parameters_are_400(api, ns):

@@ -67,10 +67,10 @@ def test_invalid_operation_is_logged_as_noop_with_reason(ns):
 
 def test_explicit_invalid_operation_raises_and_writes_nothing(ns):
     op(ns, "k", "accept", "a")
-    before = Operation.objects.count()
-    with pytest.raises(InvalidOperation):
-        op(ns, "k", "contest", "a", explicit=False) and op(ns, "k", "resolve", "a", explicit=True)
-    assert Operation.objects.count() == before + 1  # only the non-explicit contest (a noop)
+    before = (Operation.objects.count(), Version.objects.count())
+    with pytest.raises(InvalidOperation, match="resolve needs a contested cell"):
+        op(ns, "k", "resolve", "a", explicit=True)
+    assert (Operation.objects.count(), Version.objects.count()) == before
 
 
 def test_explicit_operation_on_unknown_key_raises_cell_not_found(ns):
