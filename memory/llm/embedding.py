@@ -72,11 +72,20 @@ class HashingEmbedder:
     cosine than unrelated ones; it knows no synonyms. An empty text maps to a fixed unit vector
     (never the zero vector, whose cosine is undefined in pgvector)."""
 
+    #: Local and fast (tens of microseconds a text): callers embed where they need a vector
+    #: instead of caching vectors in the database (issue 7).
+    cheap = True
+
     def __init__(self, dim: int = DEFAULT_DIM) -> None:
         self.dim = dim
+        self._memo = lru_cache(maxsize=1 << 14)(self._listed)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return [self._one(text).tolist() for text in texts]
+        # Keys repeat across observations: remember recent texts (copies: callers may mutate).
+        return [list(self._memo(text)) for text in texts]
+
+    def _listed(self, text: str) -> tuple[float, ...]:
+        return tuple(self._one(text).tolist())
 
     def _one(self, text: str) -> np.ndarray:
         vec = self._accumulate(_features(text))

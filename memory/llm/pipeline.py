@@ -164,9 +164,17 @@ class ObservationVectors:
 
 def observation_vectors(*, text: str, facts: list[dict[str, Any]]) -> ObservationVectors:
     """Embed, in ONE batch, the evidence text, every key of the facts and every
-    ``key: value`` they may install. Raises ``EmbeddingError`` (the caller retries)."""
-    from memory.domain.render import embedding_text
+    ``key: value`` they may install. Raises ``EmbeddingError`` (the caller retries).
 
+    A *cheap* embedder (the built-in hashing one: local, deterministic, microseconds per
+    text) embeds only the evidence text here: the commit computes the vectors it needs on the
+    spot (:func:`commit_vectors`), which costs less than shipping them through the database."""
+    from memory.domain.render import embedding_text
+    from memory.llm.embedding import embedder_from_settings
+
+    if getattr(embedder_from_settings(), "cheap", False):
+        vectors, calls = embed_batch([text] if text else [])
+        return ObservationVectors(vectors[0] if text else None, {}, calls)
     wanted: list[str] = []
     for fact in facts:
         key = normalize_key(str(fact.get("key") or ""))
@@ -184,6 +192,34 @@ def observation_vectors(*, text: str, facts: list[dict[str, Any]]) -> Observatio
                                                                           strict=True)}, calls)
 
 
+def commit_vectors(items: Sequence[tuple[Any, str]],
+                   cached: dict[str, str]) -> dict[str, Sequence[float]]:
+    """The vectors a commit of ``items`` may install (text -> vector): each ``key: value``
+    and each key, from the observation's ``cached`` vectors, the rest computed here when the
+    embedder is cheap. Computed before the transaction opens; what is still missing (a
+    rollback reinstating an older value) is refreshed after commit."""
+    from memory.domain.render import embedding_text
+    from memory.llm.embedding import embedder_from_settings
+
+    wanted: list[str] = []
+    for item, _ in items:
+        key = normalize_key(item.key)
+        wanted.append(key_text(key))
+        if item.value is not None and item.value.strip():
+            wanted.append(embedding_text(key, item.value))
+    wanted = list(dict.fromkeys(wanted))
+    out: dict[str, Sequence[float]] = {t: _unpacked(cached[t]) for t in wanted if t in cached}
+    missing = [t for t in wanted if t not in out]
+    if missing and getattr(embedder_from_settings(), "cheap", False):
+        vectors, _ = embed_batch(missing)
+        out.update(zip(missing, vectors, strict=True))
+    return out
+
+
+def _unpacked(packed: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(packed), dtype="<f4")
+
+
 # --- planning: key identity + annotation ---------------------------------------------------
 
 
@@ -198,10 +234,12 @@ class HeadView:
 def _heads(namespace: Any, keys: list[str]) -> dict[str, HeadView]:
     from memory.models import Cell, KeyAlias, Version
 
+    # Only what annotation reads (never the vectors: decoding them was a tenth of a commit).
     cells = {c.key: c for c in Cell.objects.filter(namespace=namespace, key__in=keys)
-             .select_related("head")}
+             .select_related("head").only("key", "head__value", "head__status")}
     for alias in KeyAlias.objects.filter(namespace=namespace, alias__in=keys).select_related(
-            "cell__head"):
+            "cell__head").only("alias", "cell__key", "cell__head__value",
+                               "cell__head__status"):
         cells.setdefault(alias.alias, alias.cell)
     alts: dict[int, list[str]] = {}
     contested = [c.pk for c in cells.values() if c.head and c.head.status == Status.CONTESTED]
@@ -394,7 +432,8 @@ def after_commit(*, namespace: Any, applied: list[Any],
     and refresh on the cell's next commit. Returns the embedding calls it made."""
     from memory.llm.embedding import EmbeddingError
 
-    cell_ids = {a.cell.pk for a in applied if a.cell is not None and a.decision is not None}
+    cell_ids = {a.cell.pk for a in applied
+                if a.cell is not None and a.decision is not None and not a.embedded}
     if not cell_ids:
         return 0
     try:
@@ -412,14 +451,20 @@ def cells_refresh_embeddings(*, cell_ids: set[int] | list[int],
 
     A concurrent head change between reading and writing is caught by the conditional
     UPDATE (the text must still be what was embedded); it refreshes on its own commit."""
+    from django.db.models import BooleanField, ExpressionWrapper, Q
+
     from memory.domain.render import embedding_text
     from memory.models import Cell
 
     cached = cached or {}
     stale = []
-    for cell in Cell.objects.filter(pk__in=list(cell_ids)).select_related("head"):
+    cells = (Cell.objects.filter(pk__in=list(cell_ids)).select_related("head")
+             .only("key", "embedded_text", "head__value")
+             .annotate(kemb_missing=ExpressionWrapper(Q(key_embedding__isnull=True),
+                                                      output_field=BooleanField())))
+    for cell in cells:
         text = embedding_text(cell.key, cell.head.value) if cell.head else ""
-        if text != cell.embedded_text or (cell.key_embedding is None):
+        if text != cell.embedded_text or cell.kemb_missing:
             stale.append((cell, text))
     if not stale:
         return 0, 0
@@ -437,8 +482,10 @@ def cells_refresh_embeddings(*, cell_ids: set[int] | list[int],
     return len(stale), calls
 
 
-def vector_literal(vector: list[float]) -> str:
-    return "[" + ",".join(f"{x:.6g}" for x in vector) + "]"
+def vector_literal(vector: Sequence[float]) -> str:
+    """pgvector's text form; 6 significant digits keep float32 cosines to ~1e-6."""
+    values = vector.tolist() if isinstance(vector, np.ndarray) else vector
+    return "[" + ",".join(f"{x:.6g}" for x in values) + "]"
 
 
 def _update_cell_embeddings(rows: list[tuple[int, str, str, str | None, str]]) -> None:

@@ -14,12 +14,14 @@ of SQL statements per observation is constant, whatever its number of facts.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -54,7 +56,6 @@ from memory.models import (
     SupportEdge,
     Version,
 )
-from memory.models import Tombstone as TombstoneRow
 
 log = logging.getLogger("pmem.graph")
 
@@ -99,6 +100,8 @@ class Applied:
     decision: Decision | None
     invalid: str | None = None
     reinstated: tuple[int, ...] = field(default=())
+    #: The commit wrote the cell's ``key: value`` embedding itself (nothing to refresh after).
+    embedded: bool = False
 
     @property
     def head_changed(self) -> bool:
@@ -153,13 +156,13 @@ def apply_in_transaction(*, namespace: Namespace, item: OpInput, actor: str,
 
 def apply_batch(*, namespace: Namespace, items: Sequence[tuple[OpInput, str]],
                 evidence: Evidence | None = None, explicit: bool = False,
-                vectors: dict[str, str] | None = None) -> list[Applied]:
+                vectors: dict[str, Sequence[float]] | None = None) -> list[Applied]:
     """Apply ``items`` in order inside the caller's transaction (which must be open).
 
     Locks every cell the items name (in key order, so concurrent batches cannot deadlock),
     decides each item on the overlay, then writes. With ``explicit``, the first invalid item
     raises and the caller's transaction must be rolled back (nothing of the batch is kept).
-    ``vectors`` (text -> packed vector, computed before the transaction) let the head move
+    ``vectors`` (text -> vector, computed before the transaction) let the head move
     carry the cell's new embedding; cells it does not cover are refreshed after commit."""
     assert connection.in_atomic_block, "apply_batch needs an open transaction"
     if not items:
@@ -220,12 +223,15 @@ class _PendingOp:
 
 class _Batch:
     def __init__(self, namespace: Namespace, evidence: Evidence | None, now: datetime,
-                 vectors: dict[str, str]) -> None:
+                 vectors: dict[str, Sequence[float]]) -> None:
         self.namespace, self.evidence, self.now, self.vectors = namespace, evidence, now, vectors
         self.cells: dict[str, Cell] = {}
         self.rows: dict[int, _Row] = {}
         self.heads: dict[int, int | None] = {}  # cell id -> head row id
         self.ops: list[_PendingOp] = []
+        self.created: set[int] = set()  # cells inserted by this batch
+        self.changed: set[int] = set()  # cells whose head or head status this batch changed
+        self.unembedded: set[int] = set()  # changed cells whose new embedding is not known
         self._temp = -1
         self._trust_levels: dict[str, int] | None = None
 
@@ -247,6 +253,10 @@ class _Batch:
             Cell.objects.bulk_create([Cell(namespace=self.namespace, key=k) for k in to_create],
                                      ignore_conflicts=True)
             self._select_for_update(to_create)
+            # A cell with no head yet was created here (or by a racing writer a moment ago):
+            # either way its key embedding is still to be written.
+            self.created = {self.cells[k].pk for k in to_create
+                            if k in self.cells and self.cells[k].head_id is None}
         for cell in self.cells.values():
             self.heads[cell.pk] = cell.head_id
 
@@ -421,6 +431,8 @@ class _Batch:
                 op.tomb_refs.append(e.version_id)
         head_after = new_id if decision.head_id == NEW else decision.head_id
         self.heads[cell.pk] = head_after
+        if decision.applied:
+            self.changed.add(cell.pk)
         op.version_ref = new_id or _first_touched(decision) or head_after
         op.reinstated = tuple(v for v, _ in reinstated)
         op.payload = {**base, "head_before": head_before, "head_after": head_after,
@@ -469,39 +481,49 @@ class _Batch:
                 raw_output=op.item.raw_output if op.cause is None else "",
                 prompt_tokens=op.item.prompt_tokens if op.cause is None else 0,
                 completion_tokens=op.item.completion_tokens if op.cause is None else 0,
-                payload=payload))
-        Operation.objects.bulk_create(operations)
+                payload=payload, created_at=self.now))
+        # Rows go in with one INSERT ... SELECT FROM unnest(...) per table: Django's
+        # bulk_create built and quoted every field of every row (a fifth of a commit, issue 7).
+        ns_id, ev_id = self.namespace.pk, evidence.pk if evidence else None
+        _insert("memory_operation", _OPERATION_COLUMNS, [
+            (o.id, ns_id, o.cell_id, o.key, o.type, str(o.requested), o.actor, ev_id, seq,
+             o.version_id, o.value, json.dumps(o.payload, cls=DjangoJSONEncoder), o.reason,
+             o.raw_output, o.prompt_tokens, o.completion_tokens, self.now)
+            for o in operations])
         stored = [r for r in self.rows.values() if not r.new and r.dirty]
         # Order matters for the partial unique index: demote first, insert, then promote.
         _update_rows([r for r in stored if r.status not in HEAD_STATUSES], m)
-        Version.objects.bulk_create([
-            Version(id=m(r.id), namespace=self.namespace, cell_id=r.cell_id, value=r.value,
-                    status=r.status, valid_from=r.valid_from, valid_to=r.valid_to,
-                    support=r.support, created_by_id=op_ids[r.created_by or 0],
-                    supersedes_id=m(r.supersedes_id), alternative_of_id=m(r.alternative_of_id))
+        _insert("memory_version", _VERSION_COLUMNS, [
+            (m(r.id), ns_id, r.cell_id, r.value, str(r.status), r.valid_from, r.valid_to,
+             r.support, op_ids[r.created_by or 0], m(r.supersedes_id), m(r.alternative_of_id),
+             self.now)
             for r in sorted(new_rows, key=lambda r: -r.id)])
         _update_rows([r for r in stored if r.status in HEAD_STATUSES], m)
-        SupportEdge.objects.bulk_create([
-            SupportEdge(version_id=m(ref), evidence=evidence, operation_id=op_id)
+        _insert("memory_supportedge", _SUPPORT_COLUMNS, [
+            (m(ref), ev_id, op_id)
             for op, op_id in zip(self.ops, op_ids, strict=True) for ref in op.support_refs])
-        TombstoneRow.objects.bulk_create([
-            TombstoneRow(version_id=m(ref), operation_id=op_id)
+        _insert("memory_tombstone", _TOMBSTONE_COLUMNS, [
+            (m(ref), op_id, self.now)
             for op, op_id in zip(self.ops, op_ids, strict=True) for ref in op.tomb_refs])
         self._move_heads(m)
         return [
             Applied(operation, op.cell, op.decision, invalid=op.invalid,
-                    reinstated=tuple(m(v) or 0 for v in op.reinstated))
+                    reinstated=tuple(m(v) or 0 for v in op.reinstated),
+                    embedded=op.cell is not None and op.cell.pk not in self.unembedded)
             for op, operation in zip(self.ops, operations, strict=True) if op.cause is None
         ]
 
     def _move_heads(self, m: Any) -> None:
-        """One UPDATE for every touched cell: the head pointer and, when the observation's
-        cached vectors hold the new ``key: value`` (they usually do), its embedding too — so a
-        head move rewrites the row, and its HNSW entry, once instead of twice (issue 7)."""
+        """One UPDATE for every cell the batch changed (or created): the head pointer and,
+        when ``vectors`` hold the new ``key: value`` (they usually do), its embedding too — so
+        a head move rewrites the row, and its HNSW entry, once instead of twice (issue 7).
+        A supported head (noop) leaves its cell row alone. A created cell also gets its key
+        embedding. Cells whose vectors are missing are marked for the refresh after commit."""
         from memory.domain.render import embedding_text
-        from memory.llm.pipeline import key_text, unpack_vector, vector_literal
+        from memory.llm.pipeline import key_text, vector_literal
 
-        touched = list({c.pk: c for c in self.cells.values()}.values())
+        touched = [c for c in {c.pk: c for c in self.cells.values()}.values()
+                   if c.pk in self.changed or c.pk in self.created]
         if not touched:
             return
         ids, heads, set_emb, texts, embs, kembs = [], [], [], [], [], []
@@ -509,15 +531,17 @@ class _Batch:
             head = self.heads.get(cell.pk)
             cell.head_id, cell.updated_at = m(head), self.now
             text = embedding_text(cell.key, self.rows[head].value) if head is not None else ""
-            packed = self.vectors.get(text) if text else None
-            known = text == "" or packed is not None
+            vector = self.vectors.get(text) if text else None
+            known = text == "" or vector is not None
+            kvector = self.vectors.get(key_text(cell.key)) if cell.pk in self.created else None
+            if not known or (cell.pk in self.created and kvector is None):
+                self.unembedded.add(cell.pk)
             ids.append(cell.pk)
             heads.append(cell.head_id)
             set_emb.append(known)
             texts.append(text)
-            embs.append(vector_literal(unpack_vector(packed)) if packed else None)
-            kpacked = self.vectors.get(key_text(cell.key))
-            kembs.append(vector_literal(unpack_vector(kpacked)) if kpacked else None)
+            embs.append(vector_literal(vector) if vector is not None else None)
+            kembs.append(vector_literal(kvector) if kvector is not None else None)
         with connection.cursor() as cur:
             cur.execute(
                 "UPDATE memory_cell AS c SET head_id = v.head, updated_at = %s,"
@@ -527,6 +551,34 @@ class _Batch:
                 " FROM unnest(%s::bigint[], %s::bigint[], %s::bool[], %s::text[], %s::text[],"
                 " %s::text[]) AS v(id, head, set_emb, text, emb, kemb) WHERE c.id = v.id",
                 [self.now, ids, heads, set_emb, texts, embs, kembs])
+
+
+_OPERATION_COLUMNS = (
+    ("id", "bigint"), ("namespace_id", "bigint"), ("cell_id", "bigint"), ("key", "varchar"),
+    ("type", "varchar"), ("requested", "varchar"), ("actor", "varchar"),
+    ("evidence_id", "bigint"), ("seq", "bigint"), ("version_id", "bigint"), ("value", "text"),
+    ("payload", "jsonb"), ("reason", "text"), ("raw_output", "text"), ("prompt_tokens", "int"),
+    ("completion_tokens", "int"), ("created_at", "timestamptz"))
+_VERSION_COLUMNS = (
+    ("id", "bigint"), ("namespace_id", "bigint"), ("cell_id", "bigint"), ("value", "text"),
+    ("status", "varchar"), ("valid_from", "timestamptz"), ("valid_to", "timestamptz"),
+    ("support", "int"), ("created_by_id", "bigint"), ("supersedes_id", "bigint"),
+    ("alternative_of_id", "bigint"), ("created_at", "timestamptz"))
+_SUPPORT_COLUMNS = (("version_id", "bigint"), ("evidence_id", "bigint"),
+                    ("operation_id", "bigint"))
+_TOMBSTONE_COLUMNS = (("version_id", "bigint"), ("operation_id", "bigint"),
+                      ("created_at", "timestamptz"))
+
+
+def _insert(table: str, columns: Sequence[tuple[str, str]], rows: list[tuple[Any, ...]]) -> None:
+    """Insert ``rows`` with ONE statement: each column travels as one typed array."""
+    if not rows:
+        return
+    names = ", ".join(name for name, _ in columns)
+    arrays = ", ".join(f"%s::{kind}[]" for _, kind in columns)
+    with connection.cursor() as cur:
+        cur.execute(f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})",
+                    [list(col) for col in zip(*rows, strict=True)])
 
 
 def _update_rows(rows: list[_Row], m: Any) -> None:

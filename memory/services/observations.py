@@ -172,7 +172,8 @@ def _extract_claimed(evidence_id: int) -> bool:
         vectors = pipeline.observation_vectors(text=evidence_text(evidence), facts=result["facts"])
     except EmbeddingError as exc:
         raise ExtractionFailed(f"embedding failed: {exc}") from exc
-    result["vectors"] = vectors.cache
+    if vectors.cache:
+        result["vectors"] = vectors.cache
     Evidence.objects.filter(pk=evidence_id, extracted__isnull=True, state__in=UNSETTLED).update(
         extracted=result, state=Evidence.State.PROCESSING, embedding=vectors.evidence,
         embed_calls=vectors.embed_calls, **costs,
@@ -267,21 +268,23 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
     from memory.llm import pipeline
 
     extracted = dict(evidence.extracted or {})
+    cached = "vectors" in extracted
     vectors = extracted.pop("vectors", None) or {}
     plan = pipeline.plan_operations(namespace=evidence.namespace,
                                     facts=list(extracted.get("facts", [])),
                                     actor=evidence.actor, vectors=vectors)
+    literals = pipeline.commit_vectors(plan.items, vectors)
     with transaction.atomic():
         locked = Evidence.objects.select_for_update().defer("embedding").get(pk=evidence.pk)
         if locked.state not in UNSETTLED:
             return []  # a redelivered task lost the race: it was committed already
         _register_aliases(locked.namespace, plan.aliases)
         applied = apply_batch(namespace=locked.namespace, items=plan.items, evidence=locked,
-                              vectors=vectors)
+                              vectors=literals)
+        # The cached vectors have served their purpose: keep the row small.
+        slim = {"extracted": extracted} if cached else {}
         Evidence.objects.filter(pk=locked.pk).update(
-            # The cached vectors have served their purpose: keep the row small.
-            state=Evidence.State.COMMITTED, committed_at=timezone.now(), error="",
-            extracted=extracted,
+            state=Evidence.State.COMMITTED, committed_at=timezone.now(), error="", **slim,
             chat_calls=locked.chat_calls + plan.chat_calls,
             embed_calls=locked.embed_calls + plan.embed_calls,
             prompt_tokens=locked.prompt_tokens + plan.prompt_tokens,
