@@ -87,7 +87,9 @@ class Evidence(models.Model):
         COMMITTED = "committed"
         FAILED = "failed"
 
-    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="evidence")
+    # Indexed by evidence_seq_unique (namespace, seq): no separate index (issue 7).
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="evidence",
+                                  db_index=False)
     seq = models.BigIntegerField()
     text = models.TextField(blank=True, default="")
     facts = models.JSONField(null=True, blank=True)  # structured facts as the client sent them
@@ -131,7 +133,10 @@ class Evidence(models.Model):
 class Cell(models.Model):
     """A key of a namespace: canonical name, head pointer, ``key: value`` embedding."""
 
-    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="cells")
+    # No index of its own: cell_key_unique (namespace, key) serves namespace lookups, and a
+    # second candidate let the planner, on stale statistics, scan a whole namespace by it.
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="cells",
+                                  db_index=False)
     key = models.CharField(max_length=255)
     head = models.OneToOneField("Version", null=True, blank=True, on_delete=models.PROTECT,
                                 related_name="head_of")
@@ -140,22 +145,46 @@ class Cell(models.Model):
     # The text the embedding was computed from; a mismatch with ``key: head value`` marks
     # the embedding stale (it is refreshed after commit, outside the write transaction).
     embedded_text = models.TextField(blank=True, default="")
+    # The current ``key: value`` embedding (not indexed here: see FrontierVector).
     embedding = VectorField(dimensions=EMBED_DIM, null=True, blank=True)
     key_embedding = VectorField(dimensions=EMBED_DIM, null=True, blank=True)
+    # True from a head move until the frontier index holds the cell's new embedding; the
+    # frontier read scans these cells exactly (see FrontierVector).
+    vector_stale = models.BooleanField(default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="cell_key_unique")]
         indexes = [
-            # The frontier read (top-k by cosine within a namespace). Every non-HOT update of
-            # a cell row inserts into each HNSW index on it, so this is the only one (issue 7):
-            # ``key_embedding`` serves soft identity, one exact scan per new key of a namespace
-            # when a model is configured, and an index on it doubled the cost of every commit.
-            HnswIndex(name="cell_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
-                      opclasses=["vector_cosine_ops"]),
+            # No HNSW index on this table (issue 7): every non-HOT update of a row — each head
+            # move — inserts into each HNSW index on the table, the dearest part of a commit.
+            models.Index(fields=["namespace"], condition=Q(vector_stale=True),
+                         name="cell_vector_stale_idx"),
         ]
 
     def __str__(self) -> str:
         return self.key
+
+
+class FrontierVector(models.Model):
+    """The HNSW-indexed copy of a headed cell's ``key: value`` embedding (the frontier index).
+
+    Kept apart from the cell row so that a head move is not an HNSW insert: a commit marks the
+    cell ``vector_stale`` and deletes its copy (a cheap heap delete); :func:`frontier_flush`
+    re-inserts copies in bulk, once per cell however often it moved meanwhile. The frontier
+    read searches this index and scans the stale cells exactly, so it is never behind the
+    commits (issue 7)."""
+
+    cell = models.OneToOneField(Cell, primary_key=True, on_delete=models.CASCADE,
+                                related_name="frontier_vector")
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+",
+                                  db_index=False)
+    embedding = VectorField(dimensions=EMBED_DIM)
+
+    class Meta:
+        indexes = [
+            HnswIndex(name="frontier_embedding_hnsw", fields=["embedding"], m=16,
+                      ef_construction=64, opclasses=["vector_cosine_ops"]),
+        ]
 
 
 class KeyAlias(models.Model):
@@ -182,7 +211,10 @@ class Operation(models.Model):
         NOOP = "noop"
         REINSTATE = "reinstate"  # the reopening of a predecessor by rollback (SPEC §4)
 
-    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="operations")
+    # Indexed by op_log_idx / op_key_idx, evidence by op_evidence_idx (issue 7: each index is
+    # one more insert per operation).
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="operations",
+                                  db_index=False)
     cell = models.ForeignKey(Cell, null=True, blank=True, on_delete=models.CASCADE,
                              related_name="operations")
     key = models.CharField(max_length=255)
@@ -190,7 +222,7 @@ class Operation(models.Model):
     requested = models.CharField(max_length=16, blank=True, default="")  # what was asked for
     actor = models.CharField(max_length=200)
     evidence = models.ForeignKey(Evidence, null=True, blank=True, on_delete=models.PROTECT,
-                                 related_name="operations")
+                                 related_name="operations", db_index=False)
     seq = models.BigIntegerField(null=True, blank=True)  # the evidence seq, when there is one
     version = models.ForeignKey("Version", null=True, blank=True, on_delete=models.SET_NULL,
                                 related_name="+")  # the version it created or targeted
@@ -213,8 +245,12 @@ class Operation(models.Model):
 class Version(models.Model):
     """One (key, value) pair. The value never changes; status and edges are re-typed."""
 
-    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="versions")
-    cell = models.ForeignKey(Cell, on_delete=models.CASCADE, related_name="versions")
+    # cell is indexed by version_cell_status_idx (cell, status); nothing reads versions by
+    # namespace alone (issue 7: each index is one more insert per version).
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="versions",
+                                  db_index=False)
+    cell = models.ForeignKey(Cell, on_delete=models.CASCADE, related_name="versions",
+                             db_index=False)
     value = models.TextField()
     status = models.CharField(max_length=16, choices=[(s.value, s.value) for s in Status])
     valid_from = models.DateTimeField()
@@ -248,7 +284,8 @@ class SupportEdge(models.Model):
 
     version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="support_edges")
     evidence = models.ForeignKey(Evidence, null=True, blank=True, on_delete=models.PROTECT,
-                                 related_name="support_edges")
+                                 related_name="support_edges",
+                                 db_index=False)  # support_evidence_idx
     operation = models.ForeignKey(Operation, on_delete=models.CASCADE, related_name="+")
 
     class Meta:

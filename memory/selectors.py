@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connection, transaction
 from django.db.models import Q, QuerySet
 
 from memory.domain import HEAD_STATUSES, Status
@@ -324,19 +324,46 @@ def _vector_search_settings() -> None:
             pass  # older pgvector: plain post-filtered scan
 
 
+# Top-k over the frontier index (HNSW, filtered by namespace with iterative scans) merged with
+# an exact scan of the cells whose head moved since the index last held them (vector_stale,
+# at most PMEM_FRONTIER_FLUSH_AT of them between flushes; see memory.services.frontier).
+_FRONTIER_SQL = """
+SELECT id, d FROM (
+    (SELECT f.cell_id AS id, f.embedding <=> %(q)s::vector AS d
+       FROM memory_frontiervector f
+      WHERE f.namespace_id = %(ns)s
+      ORDER BY f.embedding <=> %(q)s::vector LIMIT %(k)s)
+    UNION ALL
+    (SELECT c.id, c.embedding <=> %(q)s::vector
+       FROM memory_cell c
+      WHERE c.namespace_id = %(ns)s AND c.vector_stale
+        AND c.head_id IS NOT NULL AND c.embedding IS NOT NULL
+      ORDER BY 2 LIMIT %(k)s)
+) AS merged ORDER BY d, id LIMIT %(k)s
+"""
+
+
 def frontier_read(*, namespace: Namespace, query: str, k: int = 12,
                   disclose: Iterable[str] = ()) -> ReadResult:
     """Top-k cells by cosine over their ``key: value`` embeddings, one line each (SPEC §7)."""
-    from pgvector.django import CosineDistance
+    from memory.llm.pipeline import vector_literal
 
     wanted = [d for d in DISCLOSE_ORDER if d in set(disclose)]
     vector = _query_vector(query)
     with transaction.atomic():
         _vector_search_settings()
-        cells = list(Cell.objects.filter(namespace=namespace, embedding__isnull=False,
-                                         head__isnull=False)
-                     .annotate(distance=CosineDistance("embedding", vector))
-                     .order_by("distance").select_related("head")[:k])
+        with connection.cursor() as cur:
+            literal = vector_literal(vector)
+            cur.execute(_FRONTIER_SQL, {"q": literal, "ns": namespace.pk, "k": k})
+            ranked = cur.fetchall()
+        by_id = Cell.objects.select_related("head").defer(
+            "embedding", "key_embedding", "embedded_text").in_bulk([r[0] for r in ranked])
+    cells = []
+    for cell_id, distance in ranked:
+        if cell_id in by_id:
+            cell = by_id[cell_id]
+            cell.distance = distance
+            cells.append(cell)
     texts = _cell_texts(cells, wanted)
     from memory.domain.render import render_context
 

@@ -49,6 +49,15 @@ def process_observation(self, evidence_id: int) -> str:  # type: ignore[no-untyp
     return "ok"
 
 
+@shared_task(acks_late=True, ignore_result=True)
+def flush_frontiers() -> int:
+    """Re-index every cell waiting outside the frontier index (run by beat every
+    ``PMEM_FRONTIER_FLUSH_EVERY`` seconds; harmless to run at any time)."""
+    from memory.services.frontier import frontier_flush_all
+
+    return frontier_flush_all()
+
+
 @shared_task(acks_late=True)
 def sweep_unsettled() -> int:
     """Re-enqueue every unsettled observation (after a crash or a lost message). Harmless when

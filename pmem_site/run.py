@@ -68,7 +68,9 @@ def main() -> int:
         children.append(subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "pmem_site", "worker", "-Q",
              os.environ.get("PMEM_QUEUE", "pmem"), "--concurrency",
-             os.environ.get("PMEM_WORKERS", "2"), "--loglevel", "INFO", "-n", "pmem@%h"],
+             os.environ.get("PMEM_WORKERS", "2"), "--loglevel", "INFO", "-n", "pmem@%h",
+             # beat inside the worker: the periodic frontier-index flush
+             "--beat", "--schedule", str(embedded.data_dir() / "celerybeat-schedule")],
             cwd=BASE_DIR))
         children.append(subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application", "--bind",

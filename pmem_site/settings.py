@@ -101,6 +101,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = env_str("PMEM_QUEUE", "pmem")
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("PMEM_VISIBILITY_TIMEOUT", 300)}
 CELERY_TASK_ALWAYS_EAGER = False
+CELERY_BEAT_SCHEDULE = {
+    "flush-frontier-index": {"task": "memory.tasks.flush_frontiers",
+                             "schedule": float(env_int("PMEM_FRONTIER_FLUSH_EVERY", 10))},
+}
 # An observation whose extraction cannot reach the model is retried this many times, waiting
 # min(cap, base * 2**n) seconds, before it is marked failed (it can be retried by hand).
 PMEM_TASK_MAX_RETRIES = env_int("PMEM_TASK_MAX_RETRIES", 4)
@@ -171,6 +175,14 @@ PMEM_IDENTITY_THRESHOLD = env_float("PMEM_IDENTITY_THRESHOLD", 0.72)
 # Server-side prepared statements for the point read; turn off behind a transaction-pooling
 # PgBouncer (which cannot keep prepared statements across transactions).
 PMEM_PREPARED_READS = env_bool("PMEM_PREPARED_READS", True)
+# Without a model, the drain commits up to this many consecutive observations of a namespace
+# in one transaction (group commit: one WAL flush for all). 1 commits each on its own.
+PMEM_COMMIT_GROUP = env_int("PMEM_COMMIT_GROUP", 16)
+# Cells whose head moved wait outside the frontier's HNSW index (reads scan them exactly)
+# until a namespace holds this many, or the worker's periodic flush (every
+# PMEM_FRONTIER_FLUSH_EVERY seconds) re-indexes them in bulk.
+PMEM_FRONTIER_FLUSH_AT = env_int("PMEM_FRONTIER_FLUSH_AT", 2000)
+PMEM_FRONTIER_FLUSH_EVERY = env_int("PMEM_FRONTIER_FLUSH_EVERY", 10)
 # A JSON file of extra rule-extractor patterns ([{"pattern", "key", "value", ...}]).
 PMEM_RULE_PATTERNS = env_str("PMEM_RULE_PATTERNS")
 

@@ -102,6 +102,14 @@ def rule_extractor() -> Any:
     return _rule_extractor
 
 
+def runs_locally() -> bool:
+    """No chat model and a cheap embedder: extraction, planning and the vectors are pure
+    CPU, so a drain may do them inside its commit transaction (and group observations)."""
+    from memory.llm.embedding import embedder_from_settings
+
+    return _client() is None and bool(getattr(embedder_from_settings(), "cheap", False))
+
+
 def extract_text(text: str) -> TextExtraction:
     """Facts from free text: the model when configured (one call), else the rule extractor."""
     client = _client()
@@ -495,9 +503,12 @@ def _update_cell_embeddings(rows: list[tuple[int, str, str, str | None, str]]) -
 
     with connection.cursor() as cur:
         cur.execute(
-            "UPDATE memory_cell AS c SET embedded_text = v.text, embedding = v.emb::vector,"
-            " key_embedding = v.kemb::vector"
+            "WITH refreshed AS (UPDATE memory_cell AS c SET embedded_text = v.text,"
+            " embedding = v.emb::vector, key_embedding = v.kemb::vector, vector_stale = true"
             " FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[])"
-            " AS v(id, old, text, emb, kemb) WHERE c.id = v.id AND c.embedded_text = v.old",
+            " AS v(id, old, text, emb, kemb) WHERE c.id = v.id AND c.embedded_text = v.old"
+            " RETURNING c.id)"
+            " DELETE FROM memory_frontiervector AS f USING refreshed"
+            " WHERE f.cell_id = refreshed.id",
             [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
              [r[3] for r in rows], [r[4] for r in rows]])

@@ -14,13 +14,16 @@ from .observations import (
     observation_ingest,
     observation_record,
     observation_retry,
+    observations_ingest,
+    observations_record,
 )
 
 __all__ = [
     "Applied", "CellNotFound", "ExtractionFailed", "InvalidName", "OpInput", "Recorded",
     "apply_in_transaction", "membership_set", "namespace_create", "namespace_drain",
     "observation_commit", "observation_extract", "observation_fail", "observation_ingest",
-    "observation_record", "observation_retry", "operation_apply", "token_create",
+    "observation_record", "observation_retry", "observations_ingest", "observations_record",
+    "operation_apply", "token_create",
 ]
 
 from .erase import cell_erase  # noqa: E402

@@ -33,7 +33,8 @@ from .graph import CellNotFound
 
 REDACTED = "[erased]"
 ERASE_TABLES = ("memory_version", "memory_cell", "memory_evidence", "memory_operation",
-                "memory_keyalias", "memory_supportedge", "memory_tombstone")
+                "memory_keyalias", "memory_supportedge", "memory_tombstone",
+                "memory_frontiervector")
 
 
 def _redactor(values: list[str]) -> re.Pattern[str] | None:

@@ -542,14 +542,20 @@ class _Batch:
             texts.append(text)
             embs.append(vector_literal(vector) if vector is not None else None)
             kembs.append(vector_literal(kvector) if kvector is not None else None)
+        # The moved cells leave the frontier index (their copies are deleted, a heap delete,
+        # no index insert) and are scanned exactly by reads until frontier_flush re-indexes
+        # them: a head move rewrites only btree-indexed rows.
         with connection.cursor() as cur:
             cur.execute(
-                "UPDATE memory_cell AS c SET head_id = v.head, updated_at = %s,"
+                "WITH moved AS (UPDATE memory_cell AS c SET head_id = v.head, updated_at = %s,"
                 " embedded_text = CASE WHEN v.set_emb THEN v.text ELSE c.embedded_text END,"
                 " embedding = CASE WHEN v.set_emb THEN v.emb::vector ELSE c.embedding END,"
-                " key_embedding = COALESCE(c.key_embedding, v.kemb::vector)"
+                " key_embedding = COALESCE(c.key_embedding, v.kemb::vector),"
+                " vector_stale = true"
                 " FROM unnest(%s::bigint[], %s::bigint[], %s::bool[], %s::text[], %s::text[],"
-                " %s::text[]) AS v(id, head, set_emb, text, emb, kemb) WHERE c.id = v.id",
+                " %s::text[]) AS v(id, head, set_emb, text, emb, kemb) WHERE c.id = v.id"
+                " RETURNING c.id)"
+                " DELETE FROM memory_frontiervector AS f USING moved WHERE f.cell_id = moved.id",
                 [self.now, ids, heads, set_emb, texts, embs, kembs])
 
 

@@ -31,6 +31,7 @@ from memory.domain import OpType, normalize_key
 from memory.llm.pipeline import ModelUnavailable
 from memory.models import Evidence, Namespace, Operation
 
+from .frontier import frontier_flush_if_due
 from .graph import Applied, OpInput, apply_batch
 
 log = logging.getLogger("pmem.observations")
@@ -65,15 +66,18 @@ def observation_record(
     order and makes the idempotency check race-free. A replayed ``idempotency_key`` returns
     the first observation unchanged (``created=False``)."""
     with transaction.atomic():
-        ns = Namespace.objects.select_for_update().get(pk=namespace.pk)
+        with connection.cursor() as cur:  # the row lock, held until commit, and the next seq
+            cur.execute("UPDATE memory_namespace SET next_seq = next_seq + 1 WHERE id = %s"
+                        " RETURNING next_seq - 1", [namespace.pk])
+            seq = cur.fetchone()[0]
         if idempotency_key:
-            first = Evidence.objects.filter(namespace=ns, idempotency_key=idempotency_key).first()
+            first = Evidence.objects.filter(namespace=namespace,
+                                            idempotency_key=idempotency_key).first()
             if first is not None:
+                transaction.set_rollback(True)  # give the seq back: nothing was recorded
                 return Recorded(first, created=False)
-        seq = ns.next_seq
-        Namespace.objects.filter(pk=ns.pk).update(next_seq=seq + 1)
         evidence = Evidence.objects.create(
-            namespace=ns, seq=seq, text=text or "", facts=facts, source=source or "",
+            namespace=namespace, seq=seq, text=text or "", facts=facts, source=source or "",
             observed_at=observed_at, idempotency_key=idempotency_key or None, actor=actor,
         )
     return Recorded(evidence, created=True)
@@ -125,6 +129,10 @@ def observation_extract(*, evidence_id: int) -> bool:
     schema, empty) fails the observation at once, its raw answer kept in ``extracted``.
     Concurrent duplicate deliveries call the model once: the first claims the extraction
     (an advisory lock), the others return at once."""
+    from memory.llm import pipeline
+
+    if pipeline.runs_locally():
+        return True  # no model, nothing remote: the drain extracts it inside its commit
     if not _try_claim_extraction(evidence_id):
         return True  # a duplicate delivery is extracting it right now, and drains after
     try:
@@ -222,19 +230,35 @@ def _unlock(namespace_id: int) -> None:
         cur.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, namespace_id])
 
 
-def _next_unsettled(namespace_id: int) -> Evidence | None:
+def _next_unsettled(namespace_id: int, limit: int = 1) -> list[Evidence]:
     # The vector is never needed to commit: don't ship and parse 384 floats per observation.
-    return (Evidence.objects.defer("embedding").filter(namespace_id=namespace_id,
-                                                       state__in=UNSETTLED)
-            .order_by("seq").first())
+    return list(Evidence.objects.defer("embedding").filter(namespace_id=namespace_id,
+                                                            state__in=UNSETTLED)
+                .order_by("seq")[:limit])
+
+
+def _ready(evidence: Evidence, local: bool) -> bool:
+    """Can the drain commit it now? Extracted, or extractable inside the commit (local)."""
+    return evidence.extracted is not None or local
 
 
 def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
-    """Commit every observation of the namespace that is next in seq order and extracted.
+    """Commit every observation of the namespace that is next in seq order and ready.
 
     Only one drainer runs per namespace (``pg_try_advisory_lock``); a caller that does not
     get the lock returns at once, because the holder re-checks after releasing it (so an
-    observation extracted meanwhile is never stranded). Returns how many it committed."""
+    observation extracted meanwhile is never stranded). Returns how many it committed.
+
+    Without a model (rule extractor, structured facts, the built-in embedder) nothing has to
+    leave the database between two observations, so the drain commits up to
+    ``PMEM_COMMIT_GROUP`` consecutive observations in ONE transaction — group commit: one
+    WAL flush and one transaction's bookkeeping for all of them, the same seq order, each
+    observation still planned against the state the previous one left (issue 7). With a
+    model, each observation is annotated outside a transaction and committed on its own."""
+    from django.conf import settings
+
+    from memory.llm import pipeline
+
     assert not in_transaction(), "namespace_drain makes model calls: never inside a transaction"
     committed = 0
     while True:
@@ -242,24 +266,47 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
             return committed
         try:
             while limit is None or committed < limit:
-                evidence = _next_unsettled(namespace_id)
-                if evidence is None or evidence.extracted is None:
+                local = pipeline.runs_locally()
+                size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
+                if limit is not None:
+                    size = min(size, limit - committed)
+                group = []
+                for evidence in _next_unsettled(namespace_id, size):
+                    if not _ready(evidence, local):
+                        break
+                    group.append(evidence)
+                if not group:
                     break
-                try:
-                    observation_commit(evidence=evidence)
-                except ModelUnavailable as exc:  # an outage: fail visibly, retry later
-                    log.warning("evidence %s failed: %s", evidence.pk, exc)
-                    observation_fail(evidence_id=evidence.pk, error=str(exc))
-                except Exception as exc:  # a bug must not hold the namespace back forever
-                    log.exception("commit of evidence %s failed", evidence.pk)
-                    observation_fail(evidence_id=evidence.pk,
-                                     error=f"commit failed: {type(exc).__name__}: {exc}")
-                committed += 1
+                committed += _commit_group(group, local)
+                frontier_flush_if_due(namespace_id=namespace_id)
         finally:
             _unlock(namespace_id)
-        evidence = _next_unsettled(namespace_id)
-        if evidence is None or evidence.extracted is None or (limit and committed >= limit):
+        following = _next_unsettled(namespace_id)
+        if (not following or not _ready(following[0], pipeline.runs_locally())
+                or (limit and committed >= limit)):
             return committed
+
+
+def _commit_group(group: list[Evidence], local: bool) -> int:
+    """Commit ``group`` (consecutive seqs); one failing observation fails alone."""
+    if local and len(group) > 1:
+        try:
+            _commit_local(group)
+            return len(group)
+        except Exception:  # find the culprit: commit them one at a time, below
+            log.warning("group commit of %d observations failed; committing them one by one",
+                        len(group), exc_info=True)
+    for evidence in group:
+        try:
+            observation_commit(evidence=evidence)
+        except ModelUnavailable as exc:  # an outage: fail visibly, retry later
+            log.warning("evidence %s failed: %s", evidence.pk, exc)
+            observation_fail(evidence_id=evidence.pk, error=str(exc))
+        except Exception as exc:  # a bug must not hold the namespace back forever
+            log.exception("commit of evidence %s failed", evidence.pk)
+            observation_fail(evidence_id=evidence.pk,
+                             error=f"commit failed: {type(exc).__name__}: {exc}")
+    return len(group)
 
 
 def observation_commit(*, evidence: Evidence) -> list[Applied]:
@@ -267,6 +314,8 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
     one transaction. The caller must hold the namespace's drain lock."""
     from memory.llm import pipeline
 
+    if pipeline.runs_locally():
+        return _commit_local([evidence]).get(evidence.pk, [])
     extracted = dict(evidence.extracted or {})
     cached = "vectors" in extracted
     vectors = extracted.pop("vectors", None) or {}
@@ -290,6 +339,16 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
             prompt_tokens=locked.prompt_tokens + plan.prompt_tokens,
             completion_tokens=locked.completion_tokens + plan.completion_tokens,
         )
+    _after_commit(evidence, applied, vectors)
+    return applied
+
+
+def _after_commit(evidence: Evidence, applied: list[Applied], vectors: dict[str, str]) -> None:
+    from memory.llm import pipeline
+
+    if all(a.embedded or a.cell is None or a.decision is None for a in applied):
+        return  # the commit wrote every moved cell's embedding itself
+
     try:  # the commit stands whatever happens here; stale embeddings refresh later
         calls = pipeline.after_commit(namespace=evidence.namespace, applied=applied,
                                       vectors=vectors)
@@ -298,7 +357,68 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
         calls = 0
     if calls:
         Evidence.objects.filter(pk=evidence.pk).update(embed_calls=F("embed_calls") + calls)
-    return applied
+
+
+def _commit_local(group: list[Evidence]) -> dict[int, list[Applied]]:
+    """Extract, plan and apply ``group`` (consecutive seqs, no model involved) in ONE
+    transaction. Extraction and the evidence vectors are pure CPU, computed before it opens;
+    planning runs inside it, so each observation sees what the previous one wrote."""
+    from memory.llm import pipeline
+
+    prepared = []
+    for evidence in group:
+        if evidence.extracted is not None:
+            result = {k: v for k, v in evidence.extracted.items() if k != "vectors"}
+            prepared.append((evidence, result, None, False))
+            continue
+        result = extract_facts(evidence)
+        vector = pipeline.observation_vectors(text=evidence_text(evidence), facts=[]).evidence
+        prepared.append((evidence, result, vector, True))
+    out: dict[int, list[Applied]] = {}
+    now = timezone.now()
+    with transaction.atomic():
+        locked = {e.pk: e for e in Evidence.objects.select_for_update().defer("embedding")
+                  .select_related("namespace").filter(pk__in=[e.pk for e in group])}
+        done = []
+        for evidence, result, vector, fresh in prepared:
+            row = locked.get(evidence.pk)
+            if row is None or row.state not in UNSETTLED:
+                continue  # a redelivered task committed it already
+            plan = pipeline.plan_operations(namespace=row.namespace,
+                                            facts=list(result.get("facts", [])),
+                                            actor=row.actor)
+            out[row.pk] = apply_batch(namespace=row.namespace, items=plan.items, evidence=row,
+                                      vectors=pipeline.commit_vectors(plan.items, {}))
+            done.append((row.pk, result if fresh else None, vector))
+        _mark_committed(done, now)
+    for evidence in group:
+        if out.get(evidence.pk):
+            _after_commit(evidence, out[evidence.pk], {})
+    return out
+
+
+def _mark_committed(done: list[tuple[int, dict[str, Any] | None, Any]], now: Any) -> None:
+    """ONE UPDATE for the group's evidence rows: committed, with the extraction result and
+    the evidence vector where the commit computed them."""
+    import json
+
+    from django.core.serializers.json import DjangoJSONEncoder
+
+    from memory.llm.pipeline import vector_literal
+
+    if not done:
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            "UPDATE memory_evidence AS e SET state = 'committed', committed_at = %s, error = '',"
+            " extracted = COALESCE(v.extracted, e.extracted),"
+            " embedding = COALESCE(v.emb::vector, e.embedding)"
+            " FROM unnest(%s::bigint[], %s::jsonb[], %s::text[]) AS v(id, extracted, emb)"
+            " WHERE e.id = v.id",
+            [now, [d[0] for d in done],
+             [json.dumps(d[1], cls=DjangoJSONEncoder) if d[1] is not None else None
+              for d in done],
+             [vector_literal(d[2]) if d[2] is not None else None for d in done]])
 
 
 def _register_aliases(namespace: Namespace, aliases: list[tuple[str, str]]) -> None:
@@ -329,6 +449,43 @@ def observation_ingest(
     return Evidence.objects.get(pk=recorded.evidence.pk)
 
 
+def observations_ingest(*, namespace: Namespace, observations: list[dict[str, Any]],
+                        actor: str = "api:inline") -> list[Evidence]:
+    """Record many observations in ONE transaction (consecutive seqs, in list order), then
+    commit them in-process — in groups when no model is involved (imports, benchmarks).
+    Each item takes the keyword arguments of :func:`observation_record` (``text``,
+    ``facts``, ``source``, ``observed_at``). Returns the evidence rows, as committed."""
+    recorded = observations_record(namespace=namespace, observations=observations, actor=actor)
+    for evidence in recorded:
+        observation_extract(evidence_id=evidence.pk)
+    namespace_drain(namespace_id=namespace.pk)
+    by_id = Evidence.objects.defer("embedding").in_bulk([e.pk for e in recorded])
+    return [by_id[e.pk] for e in recorded]
+
+
+def observations_record(*, namespace: Namespace, observations: list[dict[str, Any]],
+                        actor: str = "") -> list[Evidence]:
+    """Store several observations with consecutive seqs in one transaction (one INSERT)."""
+    allowed = {"text", "facts", "source", "observed_at"}
+    for item in observations:
+        unknown = set(item) - allowed
+        if unknown:
+            raise TypeError(f"unknown observation fields: {sorted(unknown)}")
+    if not observations:
+        return []
+    with transaction.atomic():
+        with connection.cursor() as cur:  # takes the namespace row lock until commit
+            cur.execute("UPDATE memory_namespace SET next_seq = next_seq + %s WHERE id = %s"
+                        " RETURNING next_seq - %s", [len(observations), namespace.pk,
+                                                     len(observations)])
+            first = cur.fetchone()[0]
+        return Evidence.objects.bulk_create([
+            Evidence(namespace=namespace, seq=first + i, text=item.get("text") or "",
+                     facts=item.get("facts"), source=item.get("source") or "",
+                     observed_at=item.get("observed_at"), actor=actor)
+            for i, item in enumerate(observations)])
+
+
 def operations_of(evidence: Evidence) -> list[Operation]:
     return list(Operation.objects.filter(evidence=evidence).order_by("id"))
 
@@ -336,5 +493,6 @@ def operations_of(evidence: Evidence) -> list[Operation]:
 __all__ = [
     "ExtractionFailed", "IntegrityError", "OpInput", "OpType", "Recorded", "namespace_drain",
     "normalize_key", "observation_commit", "observation_extract", "observation_fail",
-    "observation_ingest", "observation_record", "observation_retry", "operations_of",
+    "observation_ingest", "observation_record", "observation_retry", "observations_ingest",
+    "observations_record", "operations_of",
 ]
