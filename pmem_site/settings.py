@@ -101,10 +101,6 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = env_str("PMEM_QUEUE", "pmem")
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("PMEM_VISIBILITY_TIMEOUT", 300)}
 CELERY_TASK_ALWAYS_EAGER = False
-CELERY_BEAT_SCHEDULE = {
-    "flush-frontier-index": {"task": "memory.tasks.flush_frontiers",
-                             "schedule": float(env_int("PMEM_FRONTIER_FLUSH_EVERY", 10))},
-}
 # An observation whose extraction cannot reach the model is retried this many times, waiting
 # min(cap, base * 2**n) seconds, before it is marked failed (it can be retried by hand).
 PMEM_TASK_MAX_RETRIES = env_int("PMEM_TASK_MAX_RETRIES", 4)
@@ -183,6 +179,10 @@ PMEM_COMMIT_GROUP = env_int("PMEM_COMMIT_GROUP", 16)
 # PMEM_FRONTIER_FLUSH_EVERY seconds) re-indexes them in bulk.
 PMEM_FRONTIER_FLUSH_AT = env_int("PMEM_FRONTIER_FLUSH_AT", 2000)
 PMEM_FRONTIER_FLUSH_EVERY = env_int("PMEM_FRONTIER_FLUSH_EVERY", 10)
+CELERY_BEAT_SCHEDULE = {
+    "flush-frontier-index": {"task": "memory.tasks.flush_frontiers",
+                             "schedule": float(PMEM_FRONTIER_FLUSH_EVERY)},
+}
 # A JSON file of extra rule-extractor patterns ([{"pattern", "key", "value", ...}]).
 PMEM_RULE_PATTERNS = env_str("PMEM_RULE_PATTERNS")
 

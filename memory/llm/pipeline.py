@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,21 +200,23 @@ def observation_vectors(*, text: str, facts: list[dict[str, Any]]) -> Observatio
                                                                           strict=True)}, calls)
 
 
-def commit_vectors(items: Sequence[tuple[Any, str]],
+def commit_vectors(pairs: Iterable[tuple[str, str | None]],
                    cached: dict[str, str]) -> dict[str, Sequence[float]]:
-    """The vectors a commit of ``items`` may install (text -> vector): each ``key: value``
-    and each key, from the observation's ``cached`` vectors, the rest computed here when the
-    embedder is cheap. Computed before the transaction opens; what is still missing (a
-    rollback reinstating an older value) is refreshed after commit."""
+    """The vectors a commit of these ``(key, value)`` pairs may install (text -> vector):
+    each ``key: value`` and each key, from the observation's ``cached`` vectors, the rest
+    computed here when the embedder is cheap. Call it before the transaction opens; what is
+    still missing (a rollback reinstating an older value) is refreshed after commit."""
     from memory.domain.render import embedding_text
     from memory.llm.embedding import embedder_from_settings
 
     wanted: list[str] = []
-    for item, _ in items:
-        key = normalize_key(item.key)
+    for raw_key, value in pairs:
+        key = normalize_key(str(raw_key or ""))
+        if not key:
+            continue
         wanted.append(key_text(key))
-        if item.value is not None and item.value.strip():
-            wanted.append(embedding_text(key, item.value))
+        if value is not None and str(value).strip():
+            wanted.append(embedding_text(key, str(value)))
     wanted = list(dict.fromkeys(wanted))
     out: dict[str, Sequence[float]] = {t: _unpacked(cached[t]) for t in wanted if t in cached}
     missing = [t for t in wanted if t not in out]

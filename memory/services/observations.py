@@ -66,10 +66,7 @@ def observation_record(
     order and makes the idempotency check race-free. A replayed ``idempotency_key`` returns
     the first observation unchanged (``created=False``)."""
     with transaction.atomic():
-        with connection.cursor() as cur:  # the row lock, held until commit, and the next seq
-            cur.execute("UPDATE memory_namespace SET next_seq = next_seq + 1 WHERE id = %s"
-                        " RETURNING next_seq - 1", [namespace.pk])
-            seq = cur.fetchone()[0]
+        seq = _take_seqs(namespace, 1)
         if idempotency_key:
             first = Evidence.objects.filter(namespace=namespace,
                                             idempotency_key=idempotency_key).first()
@@ -81,6 +78,19 @@ def observation_record(
             observed_at=observed_at, idempotency_key=idempotency_key or None, actor=actor,
         )
     return Recorded(evidence, created=True)
+
+
+def _take_seqs(namespace: Namespace, n: int) -> int:
+    """Reserve ``n`` consecutive seqs and return the first. Must run inside the recording
+    transaction: the UPDATE holds the namespace row lock until commit, which makes seqs
+    strictly increasing in commit order (and gives them back if the transaction rolls back)."""
+    with connection.cursor() as cur:
+        cur.execute("UPDATE memory_namespace SET next_seq = next_seq + %s WHERE id = %s"
+                    " RETURNING next_seq - %s", [n, namespace.pk, n])
+        row = cur.fetchone()
+    if row is None:
+        raise Namespace.DoesNotExist(f"no namespace with id {namespace.pk}")
+    return int(row[0])
 
 
 # --- extraction -----------------------------------------------------------------------------
@@ -322,7 +332,7 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
     plan = pipeline.plan_operations(namespace=evidence.namespace,
                                     facts=list(extracted.get("facts", [])),
                                     actor=evidence.actor, vectors=vectors)
-    literals = pipeline.commit_vectors(plan.items, vectors)
+    literals = pipeline.commit_vectors(((i.key, i.value) for i, _ in plan.items), vectors)
     with transaction.atomic():
         locked = Evidence.objects.select_for_update().defer("embedding").get(pk=evidence.pk)
         if locked.state not in UNSETTLED:
@@ -361,26 +371,31 @@ def _after_commit(evidence: Evidence, applied: list[Applied], vectors: dict[str,
 
 def _commit_local(group: list[Evidence]) -> dict[int, list[Applied]]:
     """Extract, plan and apply ``group`` (consecutive seqs, no model involved) in ONE
-    transaction. Extraction and the evidence vectors are pure CPU, computed before it opens;
-    planning runs inside it, so each observation sees what the previous one wrote."""
+    transaction. Extraction and every vector (the evidence's, each fact's ``key: value`` and
+    key) are computed before it opens; planning runs inside it, so each observation sees what
+    the previous one wrote."""
     from memory.llm import pipeline
 
     prepared = []
     for evidence in group:
         if evidence.extracted is not None:
             result = {k: v for k, v in evidence.extracted.items() if k != "vectors"}
-            prepared.append((evidence, result, None, False))
-            continue
-        result = extract_facts(evidence)
-        vector = pipeline.observation_vectors(text=evidence_text(evidence), facts=[]).evidence
-        prepared.append((evidence, result, vector, True))
+            vector, fresh = None, False
+        else:
+            result = extract_facts(evidence)
+            vector = pipeline.observation_vectors(text=evidence_text(evidence),
+                                                  facts=[]).evidence
+            fresh = True
+        vectors = pipeline.commit_vectors(
+            ((f.get("key"), f.get("value")) for f in result.get("facts", [])), {})
+        prepared.append((evidence, result, vector, fresh, vectors))
     out: dict[int, list[Applied]] = {}
     now = timezone.now()
     with transaction.atomic():
         locked = {e.pk: e for e in Evidence.objects.select_for_update().defer("embedding")
                   .select_related("namespace").filter(pk__in=[e.pk for e in group])}
         done = []
-        for evidence, result, vector, fresh in prepared:
+        for evidence, result, vector, fresh, vectors in prepared:
             row = locked.get(evidence.pk)
             if row is None or row.state not in UNSETTLED:
                 continue  # a redelivered task committed it already
@@ -388,7 +403,7 @@ def _commit_local(group: list[Evidence]) -> dict[int, list[Applied]]:
                                             facts=list(result.get("facts", [])),
                                             actor=row.actor)
             out[row.pk] = apply_batch(namespace=row.namespace, items=plan.items, evidence=row,
-                                      vectors=pipeline.commit_vectors(plan.items, {}))
+                                      vectors=vectors)
             done.append((row.pk, result if fresh else None, vector))
         _mark_committed(done, now)
     for evidence in group:
@@ -474,11 +489,7 @@ def observations_record(*, namespace: Namespace, observations: list[dict[str, An
     if not observations:
         return []
     with transaction.atomic():
-        with connection.cursor() as cur:  # takes the namespace row lock until commit
-            cur.execute("UPDATE memory_namespace SET next_seq = next_seq + %s WHERE id = %s"
-                        " RETURNING next_seq - %s", [len(observations), namespace.pk,
-                                                     len(observations)])
-            first = cur.fetchone()[0]
+        first = _take_seqs(namespace, len(observations))
         return Evidence.objects.bulk_create([
             Evidence(namespace=namespace, seq=first + i, text=item.get("text") or "",
                      facts=item.get("facts"), source=item.get("source") or "",
