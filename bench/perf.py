@@ -239,10 +239,12 @@ def _ingest_services(perf: Perf) -> float:
 
 
 def _flush(ns: Any) -> float:
-    """Index what the run left outside the frontier index; seconds it took."""
-    from memory.services.frontier import frontier_flush
+    """Index what the run left outside the frontier index (after the background indexer is
+    done with what it was asked to flush); seconds it took."""
+    from memory.services.frontier import frontier_flush, frontier_flush_wait
 
     started = time.perf_counter()
+    frontier_flush_wait()
     frontier_flush(namespace_id=ns.pk)
     return time.perf_counter() - started
 

@@ -179,6 +179,9 @@ PMEM_COMMIT_GROUP = env_int("PMEM_COMMIT_GROUP", 16)
 # PMEM_FRONTIER_FLUSH_EVERY seconds) re-indexes them in bulk.
 PMEM_FRONTIER_FLUSH_AT = env_int("PMEM_FRONTIER_FLUSH_AT", 2000)
 PMEM_FRONTIER_FLUSH_EVERY = env_int("PMEM_FRONTIER_FLUSH_EVERY", 10)
+# The drain's flush runs on a background thread (its own connection) beside the commits;
+# off, the drain flushes inline.
+PMEM_FRONTIER_FLUSH_ASYNC = env_bool("PMEM_FRONTIER_FLUSH_ASYNC", True)
 CELERY_BEAT_SCHEDULE = {
     "flush-frontier-index": {"task": "memory.tasks.flush_frontiers",
                              "schedule": float(PMEM_FRONTIER_FLUSH_EVERY)},

@@ -7,10 +7,19 @@ import os
 from pathlib import Path
 
 os.environ.setdefault("PMEM_DATA_DIR", str(Path(__file__).resolve().parent.parent / "var" / "test"))
+# Tests run inside a transaction their own connection sees alone: the drain flushes the
+# frontier index inline there (tests/services/test_frontier.py turns the background indexer on).
+os.environ.setdefault("PMEM_FRONTIER_FLUSH_ASYNC", "0")
 
 import pytest  # noqa: E402
 
 _names = itertools.count(1)
+
+
+@pytest.fixture(autouse=True)
+def _inline_frontier_flush(settings):
+    # Settings may be loaded before this file sets the environment: say it again here.
+    settings.PMEM_FRONTIER_FLUSH_ASYNC = False
 
 
 @pytest.fixture

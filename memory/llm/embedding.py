@@ -82,10 +82,17 @@ class HashingEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         # Keys repeat across observations: remember recent texts (copies: callers may mutate).
-        return [list(self._memo(text)) for text in texts]
+        return [self._memo(text).tolist() for text in texts]
 
-    def _listed(self, text: str) -> tuple[float, ...]:
-        return tuple(self._one(text).tolist())
+    def embed_arrays(self, texts: Sequence[str]) -> list[np.ndarray]:
+        """The same vectors as read-only arrays (no copy, no list of floats): the commit
+        path formats them straight into SQL."""
+        return [self._memo(text) for text in texts]
+
+    def _listed(self, text: str) -> np.ndarray:
+        vec = self._one(text)
+        vec.setflags(write=False)  # shared by every caller of the memo
+        return vec
 
     def _one(self, text: str) -> np.ndarray:
         vec = self._accumulate(_features(text))
@@ -95,11 +102,13 @@ class HashingEmbedder:
         return vec / norm
 
     def _accumulate(self, feats: list[tuple[str, float]]) -> np.ndarray:
-        vec = np.zeros(self.dim, dtype=np.float64)
-        for feature, weight in feats:
-            index, sign = _slot(feature, self.dim)
-            vec[index] += sign * weight
-        return vec
+        # bincount adds in input order, in float64: the same sums as a loop of `+=`, in C.
+        dim = self.dim
+        slots = [_slot(feature, dim) for feature, _ in feats]
+        return np.bincount([index for index, _ in slots],
+                           weights=[sign * weight for (_, sign), (_, weight)
+                                    in zip(slots, feats, strict=True)],
+                           minlength=dim)
 
 
 # --- remote ---------------------------------------------------------------------------------

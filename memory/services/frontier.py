@@ -8,31 +8,65 @@ per cell however often it moved since — when a namespace holds ``PMEM_FRONTIER
 of them (checked by the drain after each commit group) and on the worker's periodic sweep.
 Why: each HNSW insert walks the graph (~0.5 ms at 384 dimensions), and when the index sat on
 the cell row every head move paid one, the dearest step of a commit (issue 7).
+
+The invariant reads rely on: a cell that is not ``vector_stale`` has exactly one copy, equal
+to its embedding; a stale cell has none. A flush never holds a cell's row lock while it
+inserts into the index: it copies the stale cells' embeddings (the slow part, no cell lock),
+then, in the same transaction, clears the flag of each cell it can lock at once
+(``SKIP LOCKED``: a commit holding the cell is never waited for) whose embedding still equals
+its copy, and deletes the other copies. So it can run beside the commits of its namespace —
+by default on a background thread of the process that commits (:class:`_Indexer`), which
+puts the second core to work while the first commits.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+
 from django.conf import settings
 from django.db import connection, transaction
 
-_FLUSH_SQL = """
-WITH stale AS (
-    SELECT id FROM memory_cell WHERE namespace_id = %s AND vector_stale
-     ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED
-), cleared AS (
-    UPDATE memory_cell AS c SET vector_stale = false FROM stale WHERE c.id = stale.id
-    RETURNING c.id, c.namespace_id, c.embedding, c.head_id
-), indexed AS (
-    INSERT INTO memory_frontiervector (cell_id, namespace_id, embedding)
-    SELECT id, namespace_id, embedding FROM cleared
-     WHERE embedding IS NOT NULL AND head_id IS NOT NULL
-    ON CONFLICT (cell_id) DO UPDATE SET embedding = EXCLUDED.embedding
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM cleared), (SELECT count(*) FROM indexed)
+from .binding import bound_cursor
+
+log = logging.getLogger("pmem.frontier")
+
+_FLUSH_LOCK_CLASS = 0x5046  # "PF": one flusher per namespace at a time (transaction lock)
+
+_PICK_SQL = """
+SELECT id FROM memory_cell WHERE namespace_id = %b AND vector_stale ORDER BY id LIMIT %b
 """
 
-FLUSH_CHUNK = 2000
+# The HNSW inserts: no cell row is locked meanwhile.
+_COPY_SQL = """
+INSERT INTO memory_frontiervector (cell_id, namespace_id, embedding)
+SELECT id, namespace_id, embedding FROM memory_cell
+ WHERE id = ANY(%b::bigint[]) AND vector_stale AND head_id IS NOT NULL AND embedding IS NOT NULL
+    ON CONFLICT (cell_id) DO UPDATE SET embedding = EXCLUDED.embedding
+"""
+
+# Clear what the copies still match (a cell whose head moved since, or that a commit holds
+# right now, keeps its flag), then drop every copy whose cell stayed stale.
+_SETTLE_SQL = """
+WITH settled AS (
+    SELECT c.id FROM memory_cell c
+      LEFT JOIN memory_frontiervector f ON f.cell_id = c.id
+     WHERE c.id = ANY(%(ids)b::bigint[]) AND c.vector_stale
+       AND (c.head_id IS NULL OR c.embedding IS NULL OR f.embedding = c.embedding)
+       FOR UPDATE OF c SKIP LOCKED
+), cleared AS (
+    UPDATE memory_cell AS c SET vector_stale = false FROM settled WHERE c.id = settled.id
+    RETURNING c.id
+), dropped AS (
+    DELETE FROM memory_frontiervector AS f
+     WHERE f.cell_id = ANY(%(ids)b::bigint[]) AND f.cell_id NOT IN (SELECT id FROM cleared)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM cleared), (SELECT count(*) FROM dropped)
+"""
+
+FLUSH_CHUNK = 500
 
 
 def stale_count(*, namespace_id: int) -> int:
@@ -43,26 +77,100 @@ def stale_count(*, namespace_id: int) -> int:
         return int(cur.fetchone()[0])
 
 
-def frontier_flush(*, namespace_id: int) -> int:
-    """Index every stale cell of the namespace, in chunks of one short transaction each.
-    Cells a commit holds locked right now are skipped (they stay stale, and exact for
-    reads). Returns how many cells were cleared."""
+def frontier_flush(*, namespace_id: int, wait: bool = True) -> int:
+    """Index every stale cell of the namespace, in chunks of one transaction each, and
+    return how many cells were cleared. Cells a commit holds, or moves meanwhile, stay stale
+    (and exact for reads) for the next flush. One flusher works on a namespace at a time:
+    with ``wait`` a second one waits for the first's chunk, else it returns at once."""
     total = 0
     while True:
-        with transaction.atomic(), connection.cursor() as cur:
-            cur.execute(_FLUSH_SQL, [namespace_id, FLUSH_CHUNK])
+        with transaction.atomic(), bound_cursor() as cur:
+            lock = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
+            cur.execute(f"SELECT {lock}(%b::int, %b::int)", [_FLUSH_LOCK_CLASS, namespace_id])
+            if not wait and not cur.fetchone()[0]:
+                return total  # another flusher holds the namespace
+            cur.execute(_PICK_SQL, [namespace_id, FLUSH_CHUNK])
+            ids = [row[0] for row in cur.fetchall()]
+            if not ids:
+                return total
+            cur.execute(_COPY_SQL, [ids])
+            cur.execute(_SETTLE_SQL, {"ids": ids})
             cleared, _ = cur.fetchone()
         total += cleared
-        if cleared < FLUSH_CHUNK:
-            return total
+        if len(ids) < FLUSH_CHUNK or cleared == 0:
+            return total  # the rest is held by commits right now: the next flush takes it
+
+
+class _Indexer:
+    """A background thread that flushes namespaces on request, with its own connection.
+
+    The committing thread only asks (a set insert); the HNSW inserts run in another server
+    process meanwhile. Started lazily, and again in a forked child (Celery's prefork pool).
+    If the process dies, the cells simply stay stale until the next flush (reads stay exact).
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._pending: set[int] = set()
+        self._busy = False
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def request(self, namespace_id: int) -> None:
+        with self._cond:
+            self._pending.add(namespace_id)
+            if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._busy = False
+                self._thread = threading.Thread(target=self._run, name="pmem-frontier-indexer",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until nothing is pending or being flushed; False on timeout."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._pending))
+                namespace_id = self._pending.pop()
+                self._busy = True
+            try:
+                frontier_flush(namespace_id=namespace_id, wait=False)
+            except Exception:  # the cells stay stale; the next request or sweep retries
+                log.exception("background flush of namespace %s failed", namespace_id)
+            finally:
+                connection.close()  # this thread's own connection
+                with self._cond:
+                    self._busy = False
+                    self._cond.notify_all()
+
+
+_indexer = _Indexer()
 
 
 def frontier_flush_if_due(*, namespace_id: int) -> int:
-    """Flush when the namespace holds ``PMEM_FRONTIER_FLUSH_AT`` stale cells or more, which
-    bounds the exact part of every frontier read. Returns how many cells were cleared."""
-    if stale_count(namespace_id=namespace_id) < int(settings.PMEM_FRONTIER_FLUSH_AT):
+    """Flush once the namespace holds ``PMEM_FRONTIER_FLUSH_AT`` stale cells, which bounds
+    the exact part of every frontier read. With ``PMEM_FRONTIER_FLUSH_ASYNC`` (the default)
+    the background indexer does it while commits go on; if it falls behind by three more
+    thresholds, the caller flushes itself (back-pressure). Returns how many cells the caller
+    cleared."""
+    at = int(settings.PMEM_FRONTIER_FLUSH_AT)
+    stale = stale_count(namespace_id=namespace_id)
+    if stale < at:
+        return 0
+    if settings.PMEM_FRONTIER_FLUSH_ASYNC and stale < 4 * at:
+        _indexer.request(namespace_id)
         return 0
     return frontier_flush(namespace_id=namespace_id)
+
+
+def frontier_flush_wait(timeout: float | None = None) -> bool:
+    """Wait for this process's background indexer to be idle (benchmarks, imports, tests)."""
+    return _indexer.wait(timeout)
 
 
 def frontier_flush_all() -> int:
@@ -70,4 +178,4 @@ def frontier_flush_all() -> int:
     with connection.cursor() as cur:
         cur.execute("SELECT DISTINCT namespace_id FROM memory_cell WHERE vector_stale")
         namespaces = [row[0] for row in cur.fetchall()]
-    return sum(frontier_flush(namespace_id=ns) for ns in namespaces)
+    return sum(frontier_flush(namespace_id=ns, wait=False) for ns in namespaces)

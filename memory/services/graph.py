@@ -47,6 +47,7 @@ from memory.domain import (
 )
 from memory.domain.model import OPEN_STATUSES, RETRACTED_STATUSES
 from memory.models import (
+    EMBED_DIM,
     Cell,
     Evidence,
     KeyAlias,
@@ -57,10 +58,22 @@ from memory.models import (
     Version,
 )
 
+from .binding import Float4Array, bound_cursor
+
 log = logging.getLogger("pmem.graph")
 
 #: Cell columns a commit never reads (the embeddings are refreshed after it, elsewhere).
 _UNUSED_CELL_FIELDS = ("embedding", "key_embedding", "embedded_text")
+
+#: What a commit reads of a cell, in model field order (for ``Cell.from_db``).
+_CELL_COLUMNS = tuple(f.attname for f in Cell._meta.concrete_fields
+                      if f.attname not in _UNUSED_CELL_FIELDS)
+_LOCK_CELLS_SQL = (f"SELECT {', '.join(_CELL_COLUMNS)} FROM memory_cell"
+                   " WHERE namespace_id = %s AND key = ANY(%s) ORDER BY key FOR UPDATE")
+_CREATE_CELLS_SQL = (
+    "INSERT INTO memory_cell (namespace_id, key, created_at, updated_at, embedded_text,"
+    " vector_stale) SELECT %b, k, %b, %b, '', false FROM unnest(%b::varchar[]) AS k"
+    " ON CONFLICT (namespace_id, key) DO NOTHING")
 
 #: Operations that may create a cell for a key never seen before.
 CREATING_OPS = frozenset({OpType.ACCEPT, OpType.REJECT})
@@ -250,8 +263,8 @@ class _Batch:
         to_create = sorted(k for k in creating if k not in self.cells)
         if to_create:
             # Two writers may create one key at once: insert-or-ignore, then lock what won.
-            Cell.objects.bulk_create([Cell(namespace=self.namespace, key=k) for k in to_create],
-                                     ignore_conflicts=True)
+            with bound_cursor() as cur:
+                cur.execute(_CREATE_CELLS_SQL, [self.namespace.pk, self.now, self.now, to_create])
             self._select_for_update(to_create)
             # A cell with no head yet was created here (or by a racing writer a moment ago):
             # either way its key embedding is still to be written.
@@ -261,11 +274,14 @@ class _Batch:
             self.heads[cell.pk] = cell.head_id
 
     def _select_for_update(self, keys: list[str]) -> None:
-        # The vectors are not needed to decide, and decoding two 384-d vectors per locked
-        # cell was a measurable share of a commit (issue 7): leave them in the database.
-        for cell in (Cell.objects.select_for_update().filter(namespace=self.namespace, key__in=keys)
-                     .defer(*_UNUSED_CELL_FIELDS).order_by("key")):
-            self.cells[cell.key] = cell
+        # Raw SQL, rows turned into model instances the way the ORM does (``from_db``): the
+        # queryset's compilation was a tenth of a commit (issue 7). The vectors are not needed
+        # to decide, and decoding two 384-d vectors per locked cell was another: left out.
+        with connection.cursor() as cur:
+            cur.execute(_LOCK_CELLS_SQL, [self.namespace.pk, keys])
+            for row in cur.fetchall():
+                cell = Cell.from_db(connection.alias, _CELL_COLUMNS, row)
+                self.cells[cell.key] = cell
 
     def load_versions(self, named_ids: list[int]) -> None:
         """Open versions of every locked cell, plus versions named by id, in one query."""
@@ -467,29 +483,27 @@ class _Batch:
             return real.get(ref, ref) if ref is not None else None
 
         evidence, seq = self.evidence, self.evidence.seq if self.evidence else None
-        operations = []
+        ns_id, ev_id = self.namespace.pk, evidence.pk if evidence else None
+        rows, payloads = [], []
         for op, op_id in zip(self.ops, op_ids, strict=True):
             payload = _map_payload(op.payload, real)
-            if op.cause is not None:
+            first = op.cause is None  # else a reinstate row, caused by the op it names
+            if not first:
                 payload["cause"] = op_ids[op.cause]
-            operations.append(Operation(
-                id=op_id, namespace=self.namespace, cell=op.cell, key=op.key, type=op.type,
-                requested=op.requested, actor=op.actor, evidence=evidence, seq=seq,
-                version_id=m(op.version_ref), value=op.item.value if op.cause is None else None,
-                reason=op.reason if op.cause is None else f"rollback after operation "
-                                                          f"{op_ids[op.cause]}",
-                raw_output=op.item.raw_output if op.cause is None else "",
-                prompt_tokens=op.item.prompt_tokens if op.cause is None else 0,
-                completion_tokens=op.item.completion_tokens if op.cause is None else 0,
-                payload=payload, created_at=self.now))
+            payloads.append(payload)
+            rows.append((
+                op_id, ns_id, op.cell.pk if op.cell is not None else None, op.key, op.type,
+                str(op.requested), op.actor, ev_id, seq, m(op.version_ref),
+                op.item.value if first else None, payload,
+                op.reason if first else f"rollback after operation {op_ids[op.cause]}",
+                op.item.raw_output if first else "", op.item.prompt_tokens if first else 0,
+                op.item.completion_tokens if first else 0, self.now))
         # Rows go in with one INSERT ... SELECT FROM unnest(...) per table: Django's
         # bulk_create built and quoted every field of every row (a fifth of a commit, issue 7).
-        ns_id, ev_id = self.namespace.pk, evidence.pk if evidence else None
         _insert("memory_operation", _OPERATION_COLUMNS, [
-            (o.id, ns_id, o.cell_id, o.key, o.type, str(o.requested), o.actor, ev_id, seq,
-             o.version_id, o.value, json.dumps(o.payload, cls=DjangoJSONEncoder), o.reason,
-             o.raw_output, o.prompt_tokens, o.completion_tokens, self.now)
-            for o in operations])
+            (*row[:11], json.dumps(row[11], cls=DjangoJSONEncoder), *row[12:]) for row in rows])
+        operations = [_stored_operation(row, self.namespace, op.cell, evidence)
+                      for row, op in zip(rows, self.ops, strict=True)]
         stored = [r for r in self.rows.values() if not r.new and r.dirty]
         # Order matters for the partial unique index: demote first, insert, then promote.
         _update_rows([r for r in stored if r.status not in HEAD_STATUSES], m)
@@ -515,18 +529,20 @@ class _Batch:
 
     def _move_heads(self, m: Any) -> None:
         """One UPDATE for every cell the batch changed (or created): the head pointer and,
-        when ``vectors`` hold the new ``key: value`` (they usually do), its embedding too — so
-        a head move rewrites the row, and its HNSW entry, once instead of twice (issue 7).
-        A supported head (noop) leaves its cell row alone. A created cell also gets its key
-        embedding. Cells whose vectors are missing are marked for the refresh after commit."""
+        when ``vectors`` hold the new ``key: value`` (they usually do), its embedding too, so
+        the row is rewritten once. A supported head (noop) leaves its cell row alone. A
+        created cell also gets its key embedding. Cells whose vectors are missing are marked
+        for the refresh after commit. The vectors travel as one binary ``float4[]`` each."""
         from memory.domain.render import embedding_text
-        from memory.llm.pipeline import key_text, vector_literal
+        from memory.llm.pipeline import key_text
 
         touched = [c for c in {c.pk: c for c in self.cells.values()}.values()
                    if c.pk in self.changed or c.pk in self.created]
         if not touched:
             return
-        ids, heads, set_emb, texts, embs, kembs = [], [], [], [], [], []
+        ids, heads, set_emb, texts, emb_at, kemb_at = [], [], [], [], [], []
+        embs: list[Any] = []
+        kembs: list[Any] = []
         for cell in touched:
             head = self.heads.get(cell.pk)
             cell.head_id, cell.updated_at = m(head), self.now
@@ -540,23 +556,45 @@ class _Batch:
             heads.append(cell.head_id)
             set_emb.append(known)
             texts.append(text)
-            embs.append(vector_literal(vector) if vector is not None else None)
-            kembs.append(vector_literal(kvector) if kvector is not None else None)
+            emb_at.append(_slot(embs, vector))
+            kemb_at.append(_slot(kembs, kvector))
         # The moved cells leave the frontier index (their copies are deleted, a heap delete,
         # no index insert) and are scanned exactly by reads until frontier_flush re-indexes
         # them: a head move rewrites only btree-indexed rows.
-        with connection.cursor() as cur:
-            cur.execute(
-                "WITH moved AS (UPDATE memory_cell AS c SET head_id = v.head, updated_at = %s,"
-                " embedded_text = CASE WHEN v.set_emb THEN v.text ELSE c.embedded_text END,"
-                " embedding = CASE WHEN v.set_emb THEN v.emb::vector ELSE c.embedding END,"
-                " key_embedding = COALESCE(c.key_embedding, v.kemb::vector),"
-                " vector_stale = true"
-                " FROM unnest(%s::bigint[], %s::bigint[], %s::bool[], %s::text[], %s::text[],"
-                " %s::text[]) AS v(id, head, set_emb, text, emb, kemb) WHERE c.id = v.id"
-                " RETURNING c.id)"
-                " DELETE FROM memory_frontiervector AS f USING moved WHERE f.cell_id = moved.id",
-                [self.now, ids, heads, set_emb, texts, embs, kembs])
+        with bound_cursor() as cur:
+            cur.execute(_MOVE_HEADS_SQL, {
+                "now": self.now, "ids": ids, "heads": heads, "set_emb": set_emb,
+                "texts": texts, "emb_at": emb_at, "kemb_at": kemb_at, "dim": EMBED_DIM,
+                "embs": Float4Array(embs, EMBED_DIM), "kembs": Float4Array(kembs, EMBED_DIM)})
+
+
+def _slot(vectors: list[Any], vector: Any) -> int | None:
+    """Append ``vector`` (if any) to a flat batch; its index there."""
+    if vector is None:
+        return None
+    vectors.append(vector)
+    return len(vectors) - 1
+
+
+_MOVE_HEADS_SQL = """
+WITH v AS (
+    SELECT id, head, set_emb, text,
+           (%(embs)b::float4[])[emb_at * %(dim)b + 1 : (emb_at + 1) * %(dim)b]::vector AS emb,
+           (%(kembs)b::float4[])[kemb_at * %(dim)b + 1 : (kemb_at + 1) * %(dim)b]::vector AS kemb
+      FROM unnest(%(ids)b::bigint[], %(heads)b::bigint[], %(set_emb)b::bool[], %(texts)b::text[],
+                  %(emb_at)b::int[], %(kemb_at)b::int[])
+           AS u(id, head, set_emb, text, emb_at, kemb_at)
+), moved AS (
+    UPDATE memory_cell AS c SET head_id = v.head, updated_at = %(now)b,
+           embedded_text = CASE WHEN v.set_emb THEN v.text ELSE c.embedded_text END,
+           embedding = CASE WHEN v.set_emb THEN v.emb ELSE c.embedding END,
+           key_embedding = COALESCE(c.key_embedding, v.kemb),
+           vector_stale = true
+      FROM v WHERE c.id = v.id
+    RETURNING c.id
+)
+DELETE FROM memory_frontiervector AS f USING moved WHERE f.cell_id = moved.id
+"""
 
 
 _OPERATION_COLUMNS = (
@@ -565,6 +603,25 @@ _OPERATION_COLUMNS = (
     ("evidence_id", "bigint"), ("seq", "bigint"), ("version_id", "bigint"), ("value", "text"),
     ("payload", "jsonb"), ("reason", "text"), ("raw_output", "text"), ("prompt_tokens", "int"),
     ("completion_tokens", "int"), ("created_at", "timestamptz"))
+_OPERATION_NAMES = tuple(name for name, _ in _OPERATION_COLUMNS)
+assert [name for name, _ in _OPERATION_COLUMNS] == [
+    f.attname for f in Operation._meta.concrete_fields], "keep _OPERATION_COLUMNS in field order"
+
+
+def _stored_operation(row: tuple[Any, ...], namespace: Namespace, cell: Cell | None,
+                      evidence: Evidence | None) -> Operation:
+    """The model instance of a row just inserted, built the way the ORM loads one (positional,
+    no keyword parsing), with its namespace, cell and evidence attached (no query later)."""
+    operation = Operation.from_db(connection.alias, _OPERATION_NAMES, row)
+    cache = operation._state.fields_cache
+    cache["namespace"] = namespace
+    if cell is not None:
+        cache["cell"] = cell
+    if evidence is not None:
+        cache["evidence"] = evidence
+    return operation
+
+
 _VERSION_COLUMNS = (
     ("id", "bigint"), ("namespace_id", "bigint"), ("cell_id", "bigint"), ("value", "text"),
     ("status", "varchar"), ("valid_from", "timestamptz"), ("valid_to", "timestamptz"),
@@ -581,8 +638,8 @@ def _insert(table: str, columns: Sequence[tuple[str, str]], rows: list[tuple[Any
     if not rows:
         return
     names = ", ".join(name for name, _ in columns)
-    arrays = ", ".join(f"%s::{kind}[]" for _, kind in columns)
-    with connection.cursor() as cur:
+    arrays = ", ".join(f"%b::{kind}[]" for _, kind in columns)
+    with bound_cursor() as cur:
         cur.execute(f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})",
                     [list(col) for col in zip(*rows, strict=True)])
 
@@ -591,12 +648,12 @@ def _update_rows(rows: list[_Row], m: Any) -> None:
     """One UPDATE for many versions: status, interval, support and supersedes edge."""
     if not rows:
         return
-    with connection.cursor() as cur:
+    with bound_cursor() as cur:
         cur.execute(
             "UPDATE memory_version AS t SET status = v.status, valid_to = v.valid_to,"
             " support = t.support + v.delta, supersedes_id = v.sup"
-            " FROM unnest(%s::bigint[], %s::varchar[], %s::timestamptz[], %s::int[],"
-            " %s::bigint[]) AS v(id, status, valid_to, delta, sup) WHERE t.id = v.id",
+            " FROM unnest(%b::bigint[], %b::varchar[], %b::timestamptz[], %b::int[],"
+            " %b::bigint[]) AS v(id, status, valid_to, delta, sup) WHERE t.id = v.id",
             [[r.id for r in rows], [str(r.status) for r in rows], [r.valid_to for r in rows],
              [r.support_delta for r in rows], [m(r.supersedes_id) for r in rows]])
 
@@ -632,10 +689,10 @@ def predecessors_of(first_id: int) -> tuple[VersionView, ...]:
 def _allocate_ids(n_versions: int, n_operations: int) -> tuple[list[int], list[int]]:
     """Take ids from the sequences up front so rows can reference each other in one pass;
     ids come in increasing order, which keeps ``supersedes`` pointing strictly backward."""
-    with connection.cursor() as cur:
+    with bound_cursor() as cur:
         cur.execute(
-            "SELECT array(SELECT nextval('memory_version_id_seq') FROM generate_series(1, %s)),"
-            " array(SELECT nextval('memory_operation_id_seq') FROM generate_series(1, %s))",
+            "SELECT array(SELECT nextval('memory_version_id_seq') FROM generate_series(1, %b)),"
+            " array(SELECT nextval('memory_operation_id_seq') FROM generate_series(1, %b))",
             [n_versions, n_operations])
         versions, operations = cur.fetchone()
     return sorted(versions), sorted(operations)

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -31,6 +31,7 @@ from memory.domain import OpType, normalize_key
 from memory.llm.pipeline import ModelUnavailable
 from memory.models import Evidence, Namespace, Operation
 
+from .binding import Float4Array, bound_cursor
 from .frontier import frontier_flush_if_due
 from .graph import Applied, OpInput, apply_batch
 
@@ -308,7 +309,7 @@ def _commit_group(group: list[Evidence], local: bool) -> int:
                         len(group), exc_info=True)
     for evidence in group:
         try:
-            observation_commit(evidence=evidence)
+            _commit_retrying(evidence)
         except ModelUnavailable as exc:  # an outage: fail visibly, retry later
             log.warning("evidence %s failed: %s", evidence.pk, exc)
             observation_fail(evidence_id=evidence.pk, error=str(exc))
@@ -317,6 +318,24 @@ def _commit_group(group: list[Evidence], local: bool) -> int:
             observation_fail(evidence_id=evidence.pk,
                              error=f"commit failed: {type(exc).__name__}: {exc}")
     return len(group)
+
+
+#: SQLSTATEs after which the same transaction may simply be run again: deadlock detected,
+#: serialization failure. Nothing of the rolled-back attempt was kept.
+_TRANSIENT = frozenset({"40P01", "40001"})
+
+
+def _commit_retrying(evidence: Evidence, attempts: int = 3) -> None:
+    """:func:`observation_commit`, run again when PostgreSQL aborted it for a transient
+    reason (a deadlock with a concurrent writer), instead of failing the observation."""
+    for attempt in range(1, attempts + 1):
+        try:
+            observation_commit(evidence=evidence)
+            return
+        except OperationalError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) not in _TRANSIENT or attempt == attempts:
+                raise
+            log.warning("commit of evidence %s aborted (%s); running it again", evidence.pk, exc)
 
 
 def observation_commit(*, evidence: Evidence) -> list[Applied]:
@@ -392,7 +411,10 @@ def _commit_local(group: list[Evidence]) -> dict[int, list[Applied]]:
     out: dict[int, list[Applied]] = {}
     now = timezone.now()
     with transaction.atomic():
-        locked = {e.pk: e for e in Evidence.objects.select_for_update().defer("embedding")
+        # of=("self",): lock the evidence rows only, never their namespace's row (a flush's
+        # foreign-key check takes KEY SHARE on it, and would wait for this whole group).
+        locked = {e.pk: e for e in Evidence.objects.select_for_update(of=("self",))
+                  .defer("embedding")
                   .select_related("namespace").filter(pk__in=[e.pk for e in group])}
         done = []
         for evidence, result, vector, fresh, vectors in prepared:
@@ -419,21 +441,28 @@ def _mark_committed(done: list[tuple[int, dict[str, Any] | None, Any]], now: Any
 
     from django.core.serializers.json import DjangoJSONEncoder
 
-    from memory.llm.pipeline import vector_literal
+    from memory.models import EMBED_DIM
 
     if not done:
         return
-    with connection.cursor() as cur:
+    vectors: list[Any] = []
+    at = []
+    for _, _, vector in done:
+        at.append(len(vectors) if vector is not None else None)
+        if vector is not None:
+            vectors.append(vector)
+    with bound_cursor() as cur:
         cur.execute(
-            "UPDATE memory_evidence AS e SET state = 'committed', committed_at = %s, error = '',"
-            " extracted = COALESCE(v.extracted, e.extracted),"
-            " embedding = COALESCE(v.emb::vector, e.embedding)"
-            " FROM unnest(%s::bigint[], %s::jsonb[], %s::text[]) AS v(id, extracted, emb)"
-            " WHERE e.id = v.id",
-            [now, [d[0] for d in done],
-             [json.dumps(d[1], cls=DjangoJSONEncoder) if d[1] is not None else None
-              for d in done],
-             [vector_literal(d[2]) if d[2] is not None else None for d in done]])
+            "UPDATE memory_evidence AS e SET state = 'committed', committed_at = %(now)b,"
+            " error = '', extracted = COALESCE(v.extracted, e.extracted),"
+            " embedding = COALESCE((%(embs)b::float4[])[v.at * %(dim)b + 1 :"
+            " (v.at + 1) * %(dim)b]::vector, e.embedding)"
+            " FROM unnest(%(ids)b::bigint[], %(extracted)b::jsonb[], %(at)b::int[])"
+            " AS v(id, extracted, at) WHERE e.id = v.id",
+            {"now": now, "ids": [d[0] for d in done],
+             "extracted": [json.dumps(d[1], cls=DjangoJSONEncoder) if d[1] is not None else None
+                           for d in done],
+             "at": at, "embs": Float4Array(vectors, EMBED_DIM), "dim": EMBED_DIM})
 
 
 def _register_aliases(namespace: Namespace, aliases: list[tuple[str, str]]) -> None:

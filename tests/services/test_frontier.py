@@ -101,3 +101,166 @@ def test_one_bad_observation_in_a_group_fails_alone(ns):
     assert not Cell.objects.filter(namespace=ns, key="b").exists()
     assert _top(ns, "a", k=5) == [("a", "3")]
     assert Evidence.objects.filter(namespace=ns, state="committed").count() == 2
+
+
+# --- a flush beside the commits (the background indexer) ------------------------------------
+
+
+def _assert_index_matches_cells(ns):
+    """The invariant reads rely on: a cell that is not stale has exactly one copy, equal to
+    its embedding; a stale cell has none (so the HNSW part never returns an old value)."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT count(*) FILTER (WHERE NOT c.vector_stale AND c.head_id IS NOT NULL"
+            "                          AND (f.cell_id IS NULL OR f.embedding <> c.embedding)),"
+            "       count(*) FILTER (WHERE (c.vector_stale OR c.head_id IS NULL)"
+            "                          AND f.cell_id IS NOT NULL)"
+            "  FROM memory_cell c LEFT JOIN memory_frontiervector f ON f.cell_id = c.id"
+            " WHERE c.namespace_id = %s", [ns.pk])
+        wrong_or_missing, copies_of_stale = cur.fetchone()
+    assert (wrong_or_missing, copies_of_stale) == (0, 0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cell_a_commit_holds_is_skipped_by_the_flush_and_keeps_no_copy(ns):
+    import threading
+
+    from django.db import connection, transaction
+
+    observation_ingest(namespace=ns, facts=[{"key": f"shelf_{i}", "value": f"book {i}"}
+                                            for i in range(4)])
+    held, release = threading.Event(), threading.Event()
+
+    def commit_in_progress():  # a writer that locked shelf_0 and moved its head, uncommitted
+        try:
+            with transaction.atomic():
+                operation_apply(namespace=ns, key="shelf_0", op=OpType.ACCEPT, value="vase",
+                                actor="user:t")
+                held.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    writer = threading.Thread(target=commit_in_progress)
+    writer.start()
+    try:
+        assert held.wait(30)
+        assert frontier_flush(namespace_id=ns.pk) == 3  # never waits for the writer
+        assert list(Cell.objects.filter(namespace=ns, vector_stale=True)
+                    .values_list("key", flat=True)) == ["shelf_0"]
+        assert not FrontierVector.objects.filter(cell__key="shelf_0", namespace=ns).exists()
+    finally:
+        release.set()
+        writer.join(30)
+    _assert_index_matches_cells(ns)
+    assert _top(ns, "shelf 0 vase", k=1) == [("shelf_0", "vase")]
+    frontier_flush(namespace_id=ns.pk)
+    _assert_index_matches_cells(ns)
+    assert _top(ns, "shelf 0 vase", k=1) == [("shelf_0", "vase")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_flush_racing_the_commits_never_leaves_a_wrong_copy(ns):
+    # A flusher loops on its own connection while observations move the same heads again and
+    # again: whatever interleaving happens, every copy it leaves matches its cell, and the
+    # frontier read returns each key's current value. (A key rewritten faster than a flush
+    # can copy it just stays stale, scanned exactly, until a flush finds it still.)
+    import threading
+
+    from django.db import connection
+
+    keys = [f"slot_{i}_item" for i in range(60)]
+    observation_ingest(namespace=ns, facts=[{"key": k, "value": "start"} for k in keys])
+    done = threading.Event()
+    flushed = []
+
+    def flusher():
+        try:
+            while not done.is_set():
+                flushed.append(frontier_flush(namespace_id=ns.pk, wait=False))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=flusher)
+    thread.start()
+    try:  # each round moves a quarter of the keys, so the flusher races some and not others
+        for round_ in range(16):
+            observation_ingest(namespace=ns, facts=[{"key": k, "value": f"round {round_} {k}"}
+                                                    for k in keys[round_ % 4::4]])
+    finally:
+        done.set()
+        thread.join(60)
+    assert sum(flushed) > 0  # it did run beside the commits
+    _assert_index_matches_cells(ns)
+    frontier_flush(namespace_id=ns.pk)
+    _assert_index_matches_cells(ns)
+    assert stale_count(namespace_id=ns.pk) == 0
+    assert _top(ns, "slot 7 item round 15", k=1) == [("slot_7_item", "round 15 slot_7_item")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_background_indexer_flushes_while_the_drain_goes_on(ns):
+    from django.db import connection
+
+    from memory.services.frontier import frontier_flush_wait
+
+    with override_settings(PMEM_FRONTIER_FLUSH_ASYNC=True, PMEM_FRONTIER_FLUSH_AT=50):
+        observations_ingest(namespace=ns, observations=[
+            {"facts": [{"key": f"k{o}_{j}", "value": "v"} for j in range(20)]} for o in range(3)])
+        assert frontier_flush_wait(timeout=60)
+    assert stale_count(namespace_id=ns.pk) == 0
+    assert FrontierVector.objects.filter(namespace=ns).count() == 60
+    _assert_index_matches_cells(ns)
+    with connection.cursor() as cur:  # the indexer closed its own connection when idle
+        cur.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND pid <> pg_backend_pid() AND backend_type = 'client backend'")
+        assert cur.fetchone()[0] == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_commit_never_waits_for_a_flush_copying_its_cell(ns):
+    # A flush midway (copies inserted, not yet settled) holds no lock a commit needs: with a
+    # foreign key from the copy to the cell, its check's KEY SHARE lock made the commit's
+    # SELECT ... FOR UPDATE wait (and the two deadlocked when their orders crossed).
+    import threading
+
+    from django.db import connection, transaction
+
+    from memory.services import frontier
+    from memory.services.binding import bound_cursor
+
+    observation_ingest(namespace=ns, facts=[{"key": "lamp_state", "value": "off"}])
+    cell_id = Cell.objects.get(namespace=ns, key="lamp_state").pk
+    copied, release = threading.Event(), threading.Event()
+    settled = []
+
+    def flush_midway():
+        try:
+            with transaction.atomic(), bound_cursor() as cur:
+                cur.execute(frontier._COPY_SQL, [[cell_id]])
+                copied.set()
+                release.wait(30)
+                cur.execute(frontier._SETTLE_SQL, {"ids": [cell_id]})
+                settled.append(cur.fetchone())
+        finally:
+            connection.close()
+
+    flusher = threading.Thread(target=flush_midway)
+    flusher.start()
+    try:
+        assert copied.wait(30)
+        with connection.cursor() as cur:
+            cur.execute("SET lock_timeout = '3s'")  # a wait fails the test instead of hanging
+        try:
+            observation_ingest(namespace=ns, facts=[{"key": "lamp_state", "value": "on"}])
+        finally:
+            with connection.cursor() as cur:
+                cur.execute("RESET lock_timeout")
+    finally:
+        release.set()
+        flusher.join(30)
+    assert settled == [(0, 1)]  # the copy it made is of a value that moved on: dropped
+    assert _top(ns, "lamp state on", k=1) == [("lamp_state", "on")]
+    _assert_index_matches_cells(ns)

@@ -4,14 +4,17 @@ inside that transaction but the graph itself."""
 
 from __future__ import annotations
 
+import logging
+import time
+
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memory.llm.embedding import HashingEmbedder
 from memory.models import Evidence
 from memory.selectors import cell_value
-from memory.services import observations_ingest
+from memory.services import observation_ingest, observations_ingest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -36,14 +39,63 @@ def test_a_group_plans_each_observation_against_the_previous_ones(ns):
 
 def test_no_vector_is_computed_inside_the_commit_transaction(ns, monkeypatch):
     seen: list[bool] = []
-    original = HashingEmbedder.embed
 
-    def spy(self, texts):
-        seen.append(connection.in_atomic_block)
-        return original(self, texts)
+    def spying(name):
+        original = getattr(HashingEmbedder, name)
 
-    monkeypatch.setattr(HashingEmbedder, "embed", spy)
+        def spy(self, texts):
+            seen.append(connection.in_atomic_block)
+            return original(self, texts)
+        return spy
+
+    for name in ("embed", "embed_arrays"):  # every way in to the embedder
+        monkeypatch.setattr(HashingEmbedder, name, spying(name))
     observations_ingest(namespace=ns, observations=[
         {"facts": [{"key": f"k{i}", "value": f"v{i}"}, {"key": "shared", "value": f"s{i}"}]}
         for i in range(5)])
     assert seen and not any(seen)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_commit_aborted_by_a_deadlock_is_run_again_not_failed(ns, caplog):
+    # Another writer holds key "b" and then asks for key "a" while the commit holds "a" and
+    # waits for "b": PostgreSQL aborts one of them (the commit, which waited first). The
+    # observation must be committed by running it again, once, not marked failed.
+    import threading
+
+    from memory.models import Cell, Evidence, Operation
+
+    observation_ingest(namespace=ns, facts=[{"key": "a", "value": "1"}, {"key": "b", "value": "1"}])
+    holding, done = threading.Event(), threading.Event()
+    errors = []
+
+    def other_writer():
+        try:
+            with transaction.atomic():
+                list(Cell.objects.select_for_update().filter(namespace=ns, key="b"))
+                holding.set()
+                with connection.cursor() as cur:
+                    for _ in range(200):  # until the commit waits for "b"
+                        cur.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                        if cur.fetchone()[0]:
+                            break
+                        time.sleep(0.02)
+                list(Cell.objects.select_for_update().filter(namespace=ns, key="a"))
+        except Exception as exc:  # the deadlock victim may be this side too
+            errors.append(exc)
+        finally:
+            connection.close()
+            done.set()
+
+    caplog.set_level(logging.WARNING, logger="pmem.observations")
+    thread = threading.Thread(target=other_writer)
+    thread.start()
+    assert holding.wait(30)
+    evidence = observation_ingest(namespace=ns, facts=[{"key": "a", "value": "2"},
+                                                       {"key": "b", "value": "2"}])
+    thread.join(30)
+    assert not errors  # the commit, which waited first, was the deadlock's victim
+    assert any("running it again" in r.getMessage() for r in caplog.records)
+    assert evidence.state == Evidence.State.COMMITTED, evidence.error
+    assert Operation.objects.filter(evidence=evidence).count() == 2  # once, not twice
+    assert {c.key: c.head.value for c in Cell.objects.filter(namespace=ns)} == {"a": "2", "b": "2"}
