@@ -67,6 +67,18 @@ def _slot(feature: str, dim: int) -> tuple[int, float]:
     return digest % dim, (1.0 if digest >> 63 else -1.0)
 
 
+@lru_cache(maxsize=1 << 15)
+def _word_slots(word: str, dim: int) -> tuple[tuple[int, float], tuple[tuple[int, float], ...]]:
+    """A word's unigram slot and its character 3-gram slots, each with its signed weight."""
+    i, sign = _slot(f"w:{word}", dim)
+    padded = f"<{word}>"
+    grams = []
+    for j in range(len(padded) - 2):
+        gi, gsign = _slot(f"c:{padded[j : j + 3]}", dim)
+        grams.append((gi, gsign * _TRIGRAM_WEIGHT))
+    return (i, sign * _UNIGRAM_WEIGHT), tuple(grams)
+
+
 class HashingEmbedder:
     """Deterministic, offline feature-hashing embedder. Texts sharing words get clearly higher
     cosine than unrelated ones; it knows no synonyms. An empty text maps to a fixed unit vector
@@ -95,11 +107,33 @@ class HashingEmbedder:
         return vec
 
     def _one(self, text: str) -> np.ndarray:
-        vec = self._accumulate(_features(text))
+        vec = self._hashed(text)
         norm = float(np.linalg.norm(vec))
         if norm == 0.0:  # no words, or features that cancelled out exactly
             return self._accumulate([("empty:", 1.0)])
         return vec / norm
+
+    def _hashed(self, text: str) -> np.ndarray:
+        """:meth:`_accumulate` of :func:`_features`, with each word's slots looked up once
+        (words repeat across texts far more than texts do). Same features in the same order,
+        so the same vector to the last bit."""
+        dim = self.dim
+        words = _WORD.findall(text.casefold())
+        index: list[int] = []
+        weight: list[float] = []
+        for word in words:
+            i, w = _word_slots(word, dim)[0]
+            index.append(i)
+            weight.append(w)
+        for a, b in zip(words, words[1:], strict=False):
+            i, sign = _slot(f"b:{a} {b}", dim)
+            index.append(i)
+            weight.append(sign * _BIGRAM_WEIGHT)
+        for word in words:
+            for i, w in _word_slots(word, dim)[1]:
+                index.append(i)
+                weight.append(w)
+        return np.bincount(index, weights=weight, minlength=dim)
 
     def _accumulate(self, feats: list[tuple[str, float]]) -> np.ndarray:
         # bincount adds in input order, in float64: the same sums as a loop of `+=`, in C.

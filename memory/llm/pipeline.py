@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -304,17 +304,38 @@ def plan_operations(*, namespace: Any, facts: list[dict[str, Any]], actor: str =
     is unusable becomes noops with the raw output kept; no answer at all (the model is
     unreachable after its retries) raises :class:`ModelUnavailable`. ``vectors`` are the
     observation's cached embeddings (:func:`observation_vectors`)."""
-    from memory.services.graph import OpInput
-
     plan = Plan()
     client = _client()
     facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
     if client is not None:
         _resolve_identities(namespace, facts, client, plan, vectors or {})
+    _plan_items(plan, facts, actor, client,
+                heads=lambda keys: _heads(namespace, keys),
+                withdrawn=lambda key, value: _withdrawn_target(namespace, key, value))
+    return plan
+
+
+def plan_locally(*, facts: list[dict[str, Any]], actor: str,
+                 heads: Callable[[list[str]], dict[str, HeadView]],
+                 withdrawn: Callable[[str, str | None], int | None]) -> Plan:
+    """:func:`plan_operations` without a model, against heads the caller knows: a group
+    commit plans each observation on its batch's overlay, which already holds what the
+    previous observations of the group wrote (nothing is read from the database for it)."""
+    plan = Plan()
+    facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
+    _plan_items(plan, facts, actor, None, heads=heads, withdrawn=withdrawn)
+    return plan
+
+
+def _plan_items(plan: Plan, facts: list[dict[str, Any]], actor: str, client: Any, *,
+                heads: Callable[[list[str]], dict[str, HeadView]],
+                withdrawn: Callable[[str, str | None], int | None]) -> None:
+    from memory.services.graph import OpInput
+
     keys = sorted({normalize_key(f["key"]) for f in facts})
-    heads = _heads(namespace, keys)
+    known = heads(keys)
     to_annotate = [f for f in facts if not f.get("op")]
-    annotated = _annotate(to_annotate, heads, client, plan)
+    annotated = _annotate(to_annotate, known, client, plan)
     by_id = {id(f): a for f, a in zip(to_annotate, annotated, strict=True)}
     for fact in facts:
         key = normalize_key(fact["key"])
@@ -330,14 +351,13 @@ def plan_operations(*, namespace: Any, facts: list[dict[str, Any]], actor: str =
             value = ann.get("value", value)
             fact_actor = "annotator" if client is not None else "extractor"
             if op == OpType.REVOKE:
-                version = _withdrawn_target(namespace, key, value)
+                version = withdrawn(key, value)
                 if version is None:
                     op, reason = OpType.NOOP, f"withdrawn value {value!r} is not in memory"
         plan.items.append((OpInput(key=key, op=op, value=value, version_id=version,
                                    reason=reason, raw_output=raw,
                                    payload=_payload(fact)),
                            fact_actor))
-    return plan
 
 
 def _payload(fact: dict[str, Any]) -> dict[str, Any]:

@@ -190,6 +190,22 @@ def apply_batch(*, namespace: Namespace, items: Sequence[tuple[OpInput, str]],
     return batch.write()
 
 
+def open_group(*, namespace: Namespace, keys: Sequence[str], creating: set[str],
+               vectors: dict[str, Sequence[float]]) -> _Batch:
+    """A batch for several observations committed in one transaction (group commit): the
+    cells of every key they name are locked up front, in key order (so it cannot deadlock
+    with another batch), and cells are created for every key a fact could create; each
+    observation is then planned on the overlay (:meth:`_Batch.head_views`) and applied with
+    :meth:`_Batch.apply_observation`, and :meth:`_Batch.write` writes everything with one
+    statement per table. Cells created but left unused are deleted again at the write."""
+    assert connection.in_atomic_block, "open_group needs an open transaction"
+    batch = _Batch(namespace, None, timezone.now(), vectors)
+    normalized = sorted({normalize_key(k) for k in keys if normalize_key(k)})
+    batch.lock_cells(normalized, creating={normalize_key(k) for k in creating})
+    batch.load_versions([])
+    return batch
+
+
 # --- the overlay ------------------------------------------------------------------------------
 
 
@@ -232,6 +248,7 @@ class _PendingOp:
     reinstated: tuple[int, ...] = ()
     support_refs: list[int] = field(default_factory=list)
     tomb_refs: list[int] = field(default_factory=list)
+    evidence: Evidence | None = None  # the observation it came from (a group has several)
 
 
 class _Batch:
@@ -240,6 +257,7 @@ class _Batch:
         self.namespace, self.evidence, self.now, self.vectors = namespace, evidence, now, vectors
         self.cells: dict[str, Cell] = {}
         self.rows: dict[int, _Row] = {}
+        self.by_cell: dict[int, list[_Row]] = {}  # the same rows, by cell
         self.heads: dict[int, int | None] = {}  # cell id -> head row id
         self.ops: list[_PendingOp] = []
         self.created: set[int] = set()  # cells inserted by this batch
@@ -298,7 +316,11 @@ class _Batch:
 
     def _add(self, r: Sequence[Any]) -> None:
         if r[0] not in self.rows:
-            self.rows[r[0]] = _Row(r[0], r[1], r[2], Status(r[3]), r[4], r[5], r[6], r[7], r[8])
+            self._keep(_Row(r[0], r[1], r[2], Status(r[3]), r[4], r[5], r[6], r[7], r[8]))
+
+    def _keep(self, row: _Row) -> None:
+        self.rows[row.id] = row
+        self.by_cell.setdefault(row.cell_id, []).append(row)
 
     def _predecessors(self, head: _Row) -> tuple[VersionView, ...]:
         """Walk ``supersedes`` back to the first version rollback may reinstate, from the
@@ -320,8 +342,7 @@ class _Batch:
         head_id = self.heads.get(cell.pk)
         head = self.rows[head_id] if head_id is not None else None
         alternatives = tuple(sorted(
-            (r.view() for r in self.rows.values()
-             if r.cell_id == cell.pk and r.status == Status.ALTERNATIVE),
+            (r.view() for r in self.by_cell.get(cell.pk, ()) if r.status == Status.ALTERNATIVE),
             key=lambda v: (v.id < 0, abs(v.id)),  # stored rows first, then this batch's
         ))
         target = None
@@ -334,10 +355,90 @@ class _Batch:
         preds = self._predecessors(head) if retracts and head is not None else ()
         return CellState(head.view() if head else None, alternatives, preds, target)
 
+    # --- planning on the overlay (group commit) ------------------------------------------------
+
+    def apply_observation(self, evidence: Evidence, items: Sequence[tuple[OpInput, str]]) -> None:
+        """Decide one observation's planned items on the overlay (written by :meth:`write`)."""
+        self.evidence = evidence
+        self.load_named([item.version_id for item, _ in items if item.version_id is not None])
+        for item, actor in items:
+            self.decide(normalize_key(item.key), item, actor, explicit=False)
+
+    def load_named(self, ids: Sequence[int]) -> None:
+        """Versions named by id that the overlay does not hold yet (one query, if any)."""
+        wanted = sorted({i for i in ids if i is not None and i > 0 and i not in self.rows})
+        if not wanted:
+            return
+        with connection.cursor() as cur:
+            cur.execute("SELECT id, cell_id, value, status, supersedes_id, alternative_of_id,"
+                        " valid_from, valid_to, support FROM memory_version WHERE id = ANY(%s)",
+                        [wanted])
+            for r in cur.fetchall():
+                self._add(r)
+
+    def _live_cell(self, key: str) -> Cell | None:
+        cell = self.cells.get(key)
+        if cell is not None and cell.pk in self.created and cell.pk not in self.changed:
+            return None  # created up front for a later fact: not in memory yet
+        return cell
+
+    def head_views(self, keys: Sequence[str]) -> dict[str, Any]:
+        """What annotation reads of each key's cell (head value, status, alternatives), as
+        this batch has left it: the overlay of everything decided so far."""
+        from memory.llm.pipeline import HeadView
+
+        out = {}
+        for key in keys:
+            cell = self._live_cell(key)
+            if cell is None:
+                continue
+            head_id = self.heads.get(cell.pk)
+            head = self.rows[head_id] if head_id is not None else None
+            alternatives = () if head is None or head.status != Status.CONTESTED else tuple(
+                r.value for r in sorted(self.by_cell.get(cell.pk, ()),
+                                        key=lambda r: (r.id < 0, abs(r.id)))
+                if r.status == Status.ALTERNATIVE)
+            out[key] = HeadView(cell.key, head.value if head else None,
+                                str(head.status) if head else None, alternatives)
+        return out
+
+    def withdrawn_target(self, key: str, value: str | None) -> int | None:
+        """The version a 'reported in error' fact names: the newest non-revoked one of the
+        key's cell holding ``value`` — this batch's own versions first (they are newer), then
+        the stored ones, each with the status the overlay gives it."""
+        from memory.domain.model import same_value
+
+        if not value:
+            return None
+        cell = self.cells.get(key)
+        if cell is None or cell.key != key:
+            return None  # the stored lookup goes by the cell's own key, not an alias
+        mine = sorted((r for r in self.by_cell.get(cell.pk, ()) if r.new), key=lambda r: r.id)
+        for row in mine:  # most negative first: the newest
+            if row.status != Status.REVOKED and same_value(row.value, value):
+                return row.id
+        with connection.cursor() as cur:
+            cur.execute("SELECT id, value, status FROM memory_version WHERE cell_id = %s"
+                        " ORDER BY id DESC", [cell.pk])
+            for vid, v_value, status in cur.fetchall():
+                status = self.rows[vid].status if vid in self.rows else status
+                if status != Status.REVOKED and same_value(v_value, value):
+                    return vid
+        return None
+
     # --- deciding ---------------------------------------------------------------------------
 
     def decide(self, key: str, item: OpInput, actor: str, *, explicit: bool) -> None:
-        cell = self.cells.get(key)
+        first = len(self.ops)
+        try:
+            self._decide(key, item, actor, explicit=explicit)
+        finally:
+            for op in self.ops[first:]:
+                op.evidence = self.evidence
+
+    def _decide(self, key: str, item: OpInput, actor: str, *, explicit: bool) -> None:
+        # A cell created up front for a later fact of the group is not in memory yet.
+        cell = self.cells.get(key) if item.creates else self._live_cell(key)
         base = {**item.payload, "requested": str(item.op), "value": item.value,
                 "version": item.version_id}
         if cell is None:
@@ -389,7 +490,7 @@ class _Batch:
 
     def _valid_time_slot(self, cell: Cell, observed: datetime) -> tuple[int | None, datetime | None]:
         """(the version valid just before ``observed``, when the next one became valid)."""
-        known = {(r.valid_from, r.id) for r in self.rows.values() if r.cell_id == cell.pk}
+        known = {(r.valid_from, r.id) for r in self.by_cell.get(cell.pk, ())}
         known |= set(Version.objects.filter(cell=cell).values_list("valid_from", "id"))
         ordered = sorted(known, key=lambda pair: (pair[0], abs(pair[1])))
         before = [vid for vf, vid in ordered if vf <= observed]
@@ -406,11 +507,15 @@ class _Batch:
         self._trust("")  # loads the namespace's levels once
         if not self._trust_levels:
             return 0  # no trust levels configured: every source is equal
-        if head.new:
-            sources = [self.evidence.source if self.evidence else ""]
-        else:
-            sources = list(SupportEdge.objects.filter(version_id=head.id, evidence__isnull=False)
-                           .values_list("evidence__source", flat=True).distinct())
+        sources = [] if head.new else list(
+            SupportEdge.objects.filter(version_id=head.id, evidence__isnull=False)
+            .values_list("evidence__source", flat=True).distinct())
+        # ... and the evidence of this batch's operations that created or supported it (a
+        # group commit writes its edges at the end).
+        sources += [op.evidence.source for op in self.ops
+                    if op.evidence is not None and head.id in op.support_refs]
+        if head.new and self.evidence is not None and not sources:
+            sources = [self.evidence.source]
         return max((self._trust(src) for src in sources), default=0)
 
     def _apply(self, cell: Cell, item: OpInput, actor: str, decision: Decision,
@@ -426,9 +531,9 @@ class _Batch:
         for e in decision.effects:
             if isinstance(e, NewVersion):
                 new_id = self._temp = self._temp - 1
-                self.rows[new_id] = _Row(
+                self._keep(_Row(
                     new_id, cell.pk, e.value, e.status, e.supersedes_id, e.alternative_of_id,
-                    self._valid_from(), None, 1, new=True, created_by=index)
+                    self._valid_from(), None, 1, new=True, created_by=index))
                 op.support_refs.append(new_id)
             elif isinstance(e, Retype | Reinstate):
                 self._retype(self.rows[e.version_id], e.status)
@@ -482,10 +587,10 @@ class _Batch:
         def m(ref: int | None) -> int | None:
             return real.get(ref, ref) if ref is not None else None
 
-        evidence, seq = self.evidence, self.evidence.seq if self.evidence else None
-        ns_id, ev_id = self.namespace.pk, evidence.pk if evidence else None
+        ns_id = self.namespace.pk
         rows, payloads = [], []
         for op, op_id in zip(self.ops, op_ids, strict=True):
+            ev_id, seq = (op.evidence.pk, op.evidence.seq) if op.evidence else (None, None)
             payload = _map_payload(op.payload, real)
             first = op.cause is None  # else a reinstate row, caused by the op it names
             if not first:
@@ -502,7 +607,7 @@ class _Batch:
         # bulk_create built and quoted every field of every row (a fifth of a commit, issue 7).
         _insert("memory_operation", _OPERATION_COLUMNS, [
             (*row[:11], json.dumps(row[11], cls=DjangoJSONEncoder), *row[12:]) for row in rows])
-        operations = [_stored_operation(row, self.namespace, op.cell, evidence)
+        operations = [_stored_operation(row, self.namespace, op.cell, op.evidence)
                       for row, op in zip(rows, self.ops, strict=True)]
         stored = [r for r in self.rows.values() if not r.new and r.dirty]
         # Order matters for the partial unique index: demote first, insert, then promote.
@@ -514,18 +619,37 @@ class _Batch:
             for r in sorted(new_rows, key=lambda r: -r.id)])
         _update_rows([r for r in stored if r.status in HEAD_STATUSES], m)
         _insert("memory_supportedge", _SUPPORT_COLUMNS, [
-            (m(ref), ev_id, op_id)
+            (m(ref), op.evidence.pk if op.evidence else None, op_id)
             for op, op_id in zip(self.ops, op_ids, strict=True) for ref in op.support_refs])
         _insert("memory_tombstone", _TOMBSTONE_COLUMNS, [
             (m(ref), op_id, self.now)
             for op, op_id in zip(self.ops, op_ids, strict=True) for ref in op.tomb_refs])
         self._move_heads(m)
+        self._drop_unused_cells()
         return [
             Applied(operation, op.cell, op.decision, invalid=op.invalid,
                     reinstated=tuple(m(v) or 0 for v in op.reinstated),
                     embedded=op.cell is not None and op.cell.pk not in self.unembedded)
             for op, operation in zip(self.ops, operations, strict=True) if op.cause is None
         ]
+
+    def _drop_unused_cells(self) -> None:
+        """Cells this batch created for a fact that then did not use them (a group creates the
+        cells of all its keys up front; a withdrawn value of an unknown key uses none) are
+        deleted again, so no empty cell is left behind. Guarded: a cell anything refers to
+        (a racing writer's) stays."""
+        unused = sorted(self.created - self.changed)
+        if not unused:
+            return
+        with connection.cursor() as cur:
+            cur.execute(
+                "DELETE FROM memory_cell AS c WHERE c.id = ANY(%s) AND c.head_id IS NULL"
+                " AND NOT EXISTS (SELECT 1 FROM memory_operation o WHERE o.cell_id = c.id)"
+                " AND NOT EXISTS (SELECT 1 FROM memory_version v WHERE v.cell_id = c.id)"
+                " AND NOT EXISTS (SELECT 1 FROM memory_keyalias a WHERE a.cell_id = c.id)",
+                [unused])
+        for key in [k for k, c in self.cells.items() if c.pk in unused]:
+            del self.cells[key]
 
     def _move_heads(self, m: Any) -> None:
         """One UPDATE for every cell the batch changed (or created): the head pointer and,
@@ -537,7 +661,7 @@ class _Batch:
         from memory.llm.pipeline import key_text
 
         touched = [c for c in {c.pk: c for c in self.cells.values()}.values()
-                   if c.pk in self.changed or c.pk in self.created]
+                   if c.pk in self.changed]
         if not touched:
             return
         ids, heads, set_emb, texts, emb_at, kemb_at = [], [], [], [], [], []

@@ -33,7 +33,7 @@ from memory.models import Evidence, Namespace, Operation
 
 from .binding import Float4Array, bound_cursor
 from .frontier import frontier_flush_if_due
-from .graph import Applied, OpInput, apply_batch
+from .graph import Applied, OpInput, apply_batch, open_group
 
 log = logging.getLogger("pmem.observations")
 
@@ -416,18 +416,33 @@ def _commit_local(group: list[Evidence]) -> dict[int, list[Applied]]:
         locked = {e.pk: e for e in Evidence.objects.select_for_update(of=("self",))
                   .defer("embedding")
                   .select_related("namespace").filter(pk__in=[e.pk for e in group])}
-        done = []
-        for evidence, result, vector, fresh, vectors in prepared:
-            row = locked.get(evidence.pk)
-            if row is None or row.state not in UNSETTLED:
-                continue  # a redelivered task committed it already
-            plan = pipeline.plan_operations(namespace=row.namespace,
-                                            facts=list(result.get("facts", [])),
-                                            actor=row.actor)
-            out[row.pk] = apply_batch(namespace=row.namespace, items=plan.items, evidence=row,
-                                      vectors=vectors)
-            done.append((row.pk, result if fresh else None, vector))
-        _mark_committed(done, now)
+        live = [(locked[evidence.pk], list(result.get("facts", [])), result, vector, fresh,
+                 vectors)
+                for evidence, result, vector, fresh, vectors in prepared
+                if evidence.pk in locked and locked[evidence.pk].state in UNSETTLED]
+        if not live:
+            return out  # redelivered tasks committed them already
+        # One batch for the whole group: its cells locked once, each observation planned on
+        # the overlay of the previous ones' decisions, everything written with one statement
+        # per table at the end (issue 7).
+        merged: dict[str, Any] = {}
+        for *_, vectors in live:
+            merged.update(vectors)
+        facts_of = [facts for _, facts, *_ in live]
+        batch = open_group(
+            namespace=live[0][0].namespace,
+            keys=[str(f.get("key") or "") for facts in facts_of for f in facts],
+            creating={str(f.get("key") or "") for facts in facts_of for f in facts
+                      if f.get("value") is not None and str(f["value"]).strip()},
+            vectors=merged)
+        for row, facts, *_ in live:
+            plan = pipeline.plan_locally(facts=facts, actor=row.actor, heads=batch.head_views,
+                                         withdrawn=batch.withdrawn_target)
+            batch.apply_observation(row, plan.items)
+        for applied in batch.write():
+            out.setdefault(applied.operation.evidence_id, []).append(applied)
+        _mark_committed([(row.pk, result if fresh else None, vector)
+                         for row, _, result, vector, fresh, _ in live], now)
     for evidence in group:
         if out.get(evidence.pk):
             _after_commit(evidence, out[evidence.pk], {})
