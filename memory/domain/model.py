@@ -6,6 +6,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 
 
 class Status(StrEnum):
@@ -55,8 +56,10 @@ def same_value(a: str, b: str) -> bool:
     return normalize_value(a) == normalize_value(b)
 
 
+@lru_cache(maxsize=1 << 16)
 def normalize_key(key: str) -> str:
-    """Canonical key form: lower-case snake_case ASCII letters and digits."""
+    """Canonical key form: lower-case snake_case ASCII letters and digits. (Memoised: a
+    commit normalises each key several times, and keys repeat.)"""
     folded = unicodedata.normalize("NFKD", key).encode("ascii", "ignore").decode().lower()
     return _KEY_JUNK.sub("_", folded).strip("_")
 

@@ -249,6 +249,9 @@ class _PendingOp:
     support_refs: list[int] = field(default_factory=list)
     tomb_refs: list[int] = field(default_factory=list)
     evidence: Evidence | None = None  # the observation it came from (a group has several)
+    head_before: int | None = None
+    head_after: int | None = None
+    new_id: int | None = None  # the version it created (a temporary id until written)
 
 
 class _Batch:
@@ -556,8 +559,7 @@ class _Batch:
             self.changed.add(cell.pk)
         op.version_ref = new_id or _first_touched(decision) or head_after
         op.reinstated = tuple(v for v, _ in reinstated)
-        op.payload = {**base, "head_before": head_before, "head_after": head_after,
-                      "effects": _effects_json(decision, new_id)}
+        op.head_before, op.head_after, op.new_id = head_before, head_after, new_id
         for version_id, status in reinstated:
             self.ops.append(_PendingOp(
                 cell.key, cell, item, actor, Operation.Type.REINSTATE, item.op,
@@ -588,14 +590,11 @@ class _Batch:
             return real.get(ref, ref) if ref is not None else None
 
         ns_id = self.namespace.pk
-        rows, payloads = [], []
+        rows = []
         for op, op_id in zip(self.ops, op_ids, strict=True):
             ev_id, seq = (op.evidence.pk, op.evidence.seq) if op.evidence else (None, None)
-            payload = _map_payload(op.payload, real)
             first = op.cause is None  # else a reinstate row, caused by the op it names
-            if not first:
-                payload["cause"] = op_ids[op.cause]
-            payloads.append(payload)
+            payload = _payload(op, m, None if first else op_ids[op.cause])
             rows.append((
                 op_id, ns_id, op.cell.pk if op.cell is not None else None, op.key, op.type,
                 str(op.requested), op.actor, ev_id, seq, m(op.version_ref),
@@ -830,26 +829,29 @@ def _first_touched(decision: Decision) -> int | None:
     return None
 
 
-def _effects_json(decision: Decision, new_id: int | None) -> list[dict[str, Any]]:
+def _payload(op: _PendingOp, m: Any, cause: int | None) -> dict[str, Any]:
+    """An operation's log payload, with the stored ids of versions this batch created (the
+    overlay's are temporary, negative): the version it named, the heads before and after,
+    and its effects."""
+    payload = dict(op.payload)
+    if isinstance(payload.get("version"), int):
+        payload["version"] = m(payload["version"])
+    if op.decision is not None and op.cause is None:
+        payload["head_before"] = m(op.head_before)
+        payload["head_after"] = m(op.head_after)
+        payload["effects"] = _effects_json(op.decision, op.new_id, m)
+    if cause is not None:
+        payload["cause"] = cause
+    return payload
+
+
+def _effects_json(decision: Decision, new_id: int | None, m: Any) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for e in decision.effects:
         row: dict[str, Any] = {"effect": type(e).__name__}
         for name, val in vars(e).items():
-            if name.endswith("id") and val == NEW:
-                val = new_id
+            if name.endswith("id"):
+                val = m(new_id if val == NEW else val)
             row[name] = str(val) if isinstance(val, Status) else val
         out.append(row)
     return out
-
-
-def _map_payload(payload: dict[str, Any], real: dict[int, int]) -> dict[str, Any]:
-    """Replace this batch's temporary (negative) version ids by the stored ones."""
-    def fix(v: Any, name: str = "") -> Any:
-        if isinstance(v, dict):
-            return {k: fix(x, k) for k, x in v.items()}
-        if isinstance(v, list):
-            return [fix(x, name) for x in v]
-        if isinstance(v, int) and v < 0 and (name.endswith("id") or name.startswith("head")):
-            return real.get(v, v)
-        return v
-    return fix(payload)

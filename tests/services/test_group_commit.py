@@ -31,6 +31,12 @@ def test_a_group_plans_each_observation_against_the_previous_ones(ns):
     assert sum(1 for q in captured.captured_queries if q["sql"] == "COMMIT") == 2
     assert [e.state for e in evidence] == ["committed"] * 3
     assert [o.type for o in evidence[2].operations.exclude(type="reinstate")] == ["revoke"]
+    # the revoke named a version the group itself created: its log shows the stored id
+    revoke = evidence[2].operations.get(type="revoke")
+    assert revoke.payload["version"] == revoke.version_id > 0
+    assert revoke.payload["head_before"] == revoke.version_id
+    assert all(e.get("version_id") is None or e["version_id"] > 0
+               for e in revoke.payload["effects"])
     assert cell_value(namespace=ns, key="mug_1_location").value == "shelf 2"
     # the commit stored each extraction and evidence vector it computed
     assert all(e.extracted["facts"] and e.embedding is not None
