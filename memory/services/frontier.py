@@ -139,7 +139,10 @@ class _Indexer:
                 namespace_id = self._pending.pop()
                 self._busy = True
             try:
-                frontier_flush(namespace_id=namespace_id, wait=False)
+                cleared = frontier_flush(namespace_id=namespace_id, wait=False)
+                if cleared:
+                    log.info("background flush: %d cells of namespace %s indexed", cleared,
+                             namespace_id)
             except Exception:  # the cells stay stale; the next request or sweep retries
                 log.exception("background flush of namespace %s failed", namespace_id)
             finally:

@@ -199,3 +199,16 @@ def test_group_commit_shares_one_transaction_among_observations(ns):
     assert sum(1 for s in single if s == "COMMIT") == 2
     assert sum(1 for s in grouped if s == "COMMIT") == 2
     assert len(grouped) < 8 * len(single) * 0.75
+
+
+def test_a_group_costs_the_statements_of_one_observation_whatever_its_size(ns):
+    # A group is ONE batch: its cells locked once, each observation planned on the overlay,
+    # one statement per table. Sixteen observations (new keys and rewrites) cost no more
+    # statements than two.
+    def group(first: int, n: int) -> list[str]:
+        return _statements(observations_ingest, namespace=ns, observations=[
+            {"facts": _facts(FACTS, r)} for r in range(first, first + n)])
+
+    observation_ingest(namespace=ns, facts=_facts(FACTS, 0))  # the cells exist: rewrites
+    two, sixteen = group(100, 2), group(200, 16)
+    assert len(sixteen) == len(two), (len(two), len(sixteen))
