@@ -74,6 +74,7 @@ SCALES = {
                   ((16, 64), (8, 32), (24, 96)), 4 * 3600.0),
 }
 EF_SEARCH = (20, 40, 100, 200, 300)
+INSERT_PROBE = 500  # vectors inserted one by one into each built index (the flush's cost)
 
 
 @dataclass
@@ -776,6 +777,22 @@ def _search(table: str, qvecs: list[str], *, exact: bool, ef: int = 100,
     return results, times
 
 
+def _insert_cost(table: str, probe: Any, size: int) -> float:
+    """Milliseconds per row to insert ``probe`` into the built index with one
+    ``INSERT ... SELECT`` (what a frontier flush pays per cell); deleted again afterwards."""
+    stage = f"{table}_probe"
+    _load_scratch(stage, probe)
+    with _cursor() as cur:
+        started = time.perf_counter()
+        cur.execute(f"INSERT INTO {table} (id, namespace_id, embedding)"
+                    f" SELECT id + %s, namespace_id, embedding FROM {stage}", [size])
+        elapsed = time.perf_counter() - started
+        cur.execute(f"DROP TABLE {stage}")
+        cur.execute(f"DELETE FROM {table} WHERE id > %s", [size])
+        cur.execute(f"VACUUM {table}")
+    return 1000 * elapsed / max(1, len(probe))
+
+
 def _recall(found: list[list[tuple[int, float]]], truth: list[list[tuple[int, float]]]) -> float:
     """Tie-aware recall@k: a returned cell counts when it is at least as close as the exact
     scan's k-th (the hashing embedder gives many equal distances, and which of several tied
@@ -796,17 +813,19 @@ def _frontier(perf: Perf) -> None:
     rows: list[dict[str, Any]] = []
     for size in scale.frontier_sizes:
         perf.say(f"frontier: {size} cells (load, exact scan, HNSW builds)")
-        vectors, queries = _corpus(size)
+        vectors, queries = _corpus(size + INSERT_PROBE)
         qvecs = [_vector_literal(v) for v in HashingEmbedder().embed(queries[:scale.queries])]
         table = f"perf_frontier_{size}"
-        _load_scratch(table, vectors)
+        _load_scratch(table, vectors[:size])
+        probe = vectors[size:]
         del vectors
         exact_q = qvecs if size < 1_000_000 else qvecs[:50]
         truth, exact_times = _search(table, exact_q, exact=True)
         e50, e95 = _ms(exact_times)
         rows.append({"cells": size, "config": "exact scan", "p50_ms": e50, "p95_ms": e95,
                      "recall": 1.0})
-        grid = scale.grid if size == scale.frontier_sizes[0] else scale.grid[:1]
+        # every configuration at the smallest size; the default and a denser graph beyond
+        grid = scale.grid if size == scale.frontier_sizes[0] else ((16, 64), (24, 64))
         for m, efc in grid:
             build = _build_index(table, m, efc)
             for ef in EF_SEARCH:
@@ -817,6 +836,10 @@ def _frontier(perf: Perf) -> None:
                              "m": m, "ef_construction": efc, "ef_search": ef, "p50_ms": p50,
                              "p95_ms": p95, "recall": _recall(found, truth),
                              "build_s": round(build, 1)})
+            insert_ms = _insert_cost(table, probe, size)
+            for r in rows:
+                if r["cells"] == size and r.get("m") == m and r.get("ef_construction") == efc:
+                    r["insert_ms"] = round(insert_ms, 3)
             perf.progress(perf.stage - 1, perf.stages)
         build = _build_index(table, 16, 64, halfvec=True)
         for ef in (40, 100):
@@ -998,11 +1021,15 @@ def plot(path: Path, config: dict[str, Any], results: list[dict[str, Any]]) -> N
     ax = axes[1][0]
     frontier = series.get("frontier", [])
     for cells in dict.fromkeys(r["cells"] for r in frontier):
-        rows = [r for r in frontier if r["cells"] == cells and "ef_search" in r
-                and not r.get("halfvec") and r.get("m") == 16 and r.get("ef_construction") == 64]
-        if rows:
-            ax.plot([r["recall"] for r in rows], [r["p95_ms"] for r in rows], marker="o",
-                    label=f"{cells:,} cells (ef_search {', '.join(str(r['ef_search']) for r in rows)})")
+        for m, style in ((16, "-"), (24, "--")):
+            rows = [r for r in frontier if r["cells"] == cells and "ef_search" in r
+                    and not r.get("halfvec") and r.get("m") == m
+                    and r.get("ef_construction") == 64]
+            if rows:
+                ax.plot([r["recall"] for r in rows], [r["p95_ms"] for r in rows], marker="o",
+                        linestyle=style,
+                        label=f"{cells:,} cells m={m} (ef_search "
+                              f"{', '.join(str(r['ef_search']) for r in rows)})")
         exact = [r for r in frontier if r["cells"] == cells and r["config"] == "exact scan"]
         if exact:
             ax.axhline(exact[0]["p95_ms"], linestyle=":", color="grey")
@@ -1011,7 +1038,7 @@ def plot(path: Path, config: dict[str, Any], results: list[dict[str, Any]]) -> N
     ax.set_xlabel("recall@12 vs exact scan")
     ax.set_ylabel("p95 ms (dotted: exact scan)")
     ax.legend(fontsize=7)
-    ax.set_title("frontier top-12, HNSW m=16 efc=64")
+    ax.set_title("frontier top-12, HNSW efc=64 (dashed: m=24)")
     ax = axes[1][1]
     by = {r["metric"]: r["value"] for r in results}
     bars = [(label, by.get(metric)) for label, metric in (
