@@ -107,13 +107,15 @@ def cell_value(*, namespace: Namespace | int, key: str) -> CellValue | None:
     norm = normalize_key(key)
     if settings.PMEM_PREPARED_READS:
         # A server-side prepared statement skips planning the join on every call (the point
-        # read is then ~1.5x a bare primary-key SELECT instead of ~2x; issue 7). Django's
-        # cursors bind client-side and cannot prepare, so this uses the driver connection.
+        # read is then closer to a bare primary-key SELECT; issue 7). Django's cursors bind
+        # client-side and cannot prepare, so this uses a server-binding driver cursor.
+        import psycopg
+
         connection.ensure_connection()
-        raw = connection.connection
-        row = raw.execute(_CELL_VALUE_SQL, (ns_id, norm), prepare=True).fetchone()
-        if row is None:
-            row = raw.execute(_ALIAS_VALUE_SQL, (ns_id, norm), prepare=True).fetchone()
+        with psycopg.Cursor(connection.connection) as raw:  # binds on the server: can prepare
+            row = raw.execute(_CELL_VALUE_SQL, (ns_id, norm), prepare=True).fetchone()
+            if row is None:
+                row = raw.execute(_ALIAS_VALUE_SQL, (ns_id, norm), prepare=True).fetchone()
     else:
         with connection.cursor() as cur:
             cur.execute(_CELL_VALUE_SQL, [ns_id, norm])

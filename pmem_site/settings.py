@@ -168,9 +168,13 @@ PMEM_EMBED_MODEL = env_str("PMEM_EMBED_MODEL")
 PMEM_EMBED_API_KEY = env_str("PMEM_EMBED_API_KEY") or PMEM_LLM_API_KEY
 PMEM_EMBED_DIM = 384  # fixed by the vector columns' migration
 PMEM_IDENTITY_THRESHOLD = env_float("PMEM_IDENTITY_THRESHOLD", 0.72)
-# Server-side prepared statements for the point read; turn off behind a transaction-pooling
-# PgBouncer (which cannot keep prepared statements across transactions).
+# Server-side prepared statements (the point read, the commit's bulk statements); turn off
+# behind a transaction-pooling PgBouncer (which cannot keep them across transactions).
 PMEM_PREPARED_READS = env_bool("PMEM_PREPARED_READS", True)
+if PMEM_PREPARED_READS:
+    # Only the statements that ask for it are prepared (psycopg's automatic preparing stays
+    # off, as Django leaves it); without a threshold psycopg would refuse even those.
+    DATABASES["default"].setdefault("OPTIONS", {})["prepare_threshold"] = 2**31 - 1
 # Without a model, the drain commits up to this many consecutive observations of a namespace
 # in one transaction (group commit: one WAL flush for all). 1 commits each on its own.
 PMEM_COMMIT_GROUP = env_int("PMEM_COMMIT_GROUP", 16)

@@ -5,8 +5,9 @@ value, and every element of an array parameter, into the SQL text in Python. The
 path sends whole columns as arrays (one ``INSERT ... SELECT FROM unnest(...)`` per table), so
 that quoting was a tenth of a commit. These statements instead go through a server-binding
 cursor on the SAME connection and transaction, with ``%b`` placeholders: the arrays travel in
-PostgreSQL's binary format, and psycopg prepares a statement it has run five times. The
-cursor is wrapped by Django, so execute wrappers and the query log still see every statement.
+PostgreSQL's binary format, and each statement is prepared once per connection (parsed and
+planned once). The cursor is wrapped by Django, so execute wrappers and the query log still
+see every statement.
 """
 
 from __future__ import annotations
@@ -23,13 +24,55 @@ from psycopg.adapt import Dumper
 from psycopg.pq import Format
 
 
+class _BoundCursor(psycopg.Cursor):  # type: ignore[type-arg]
+    """Prepares each statement on its first run, or never: behind a transaction-pooling
+    PgBouncer, ``PMEM_PREPARED_READS=0``. Remembers the statement's text for Django's query
+    log (psycopg does not keep it for a prepared execution)."""
+
+    prepare = True
+    logged: Any = None
+
+    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
+                binary: bool | None = None) -> Any:
+        self.logged = _Logged(query.encode() if isinstance(query, str) else query)
+        return super().execute(query, params, prepare=self.prepare, binary=binary)
+
+
+class _Logged:
+    __slots__ = ("query",)
+
+    def __init__(self, query: bytes) -> None:
+        self.query = query
+
+
+class _LogView:
+    """What Django's query log reads of a cursor (``_query.query``), for a bound cursor."""
+
+    def __init__(self, cursor: _BoundCursor) -> None:
+        self._cursor = cursor
+
+    @property
+    def _query(self) -> Any:
+        return self._cursor.logged
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+    def __iter__(self) -> Any:
+        return iter(self._cursor)
+
+
 @contextmanager
 def bound_cursor() -> Iterator[Any]:
-    """A Django cursor whose parameters are bound by the server (``%b``: binary)."""
+    """A Django cursor whose parameters are bound by the server (``%b``: binary), its
+    statements prepared unless ``PMEM_PREPARED_READS`` is off."""
+    from django.conf import settings
+
     connection.ensure_connection()
-    raw = psycopg.Cursor(connection.connection)
+    raw = _BoundCursor(connection.connection)
+    raw.prepare = bool(settings.PMEM_PREPARED_READS)
     raw.adapters.register_dumper(Float4Array, _Float4ArrayDumper)
-    cursor = connection._prepare_cursor(raw)
+    cursor = connection._prepare_cursor(_LogView(raw))
     try:
         yield cursor
     finally:

@@ -212,3 +212,17 @@ def test_a_group_costs_the_statements_of_one_observation_whatever_its_size(ns):
     observation_ingest(namespace=ns, facts=_facts(FACTS, 0))  # the cells exist: rewrites
     two, sixteen = group(100, 2), group(200, 16)
     assert len(sixteen) == len(two), (len(two), len(sixteen))
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("prepared", [True, False])
+def test_the_commits_bulk_statements_are_prepared_unless_turned_off(ns, settings, prepared):
+    # Behind a transaction-pooling PgBouncer (PMEM_PREPARED_READS=0) nothing may be prepared.
+    settings.PMEM_PREPARED_READS = prepared
+    connection.close()  # a fresh session: its prepared statements are only this test's
+    for r in range(8):
+        observation_ingest(namespace=ns, facts=_facts(FACTS, r))
+    with connection.cursor() as cur:
+        cur.execute("SELECT count(*) FROM pg_prepared_statements"
+                    " WHERE statement LIKE 'INSERT INTO memory_operation%%'")
+        assert cur.fetchone()[0] == (1 if prepared else 0)
