@@ -188,6 +188,9 @@ class FrontierVector(models.Model):
         indexes = [
             HnswIndex(name="frontier_embedding_hnsw", fields=["embedding"], m=16,
                       ef_construction=64, opclasses=["vector_cosine_ops"]),
+            # A small namespace among large ones is read exactly through this (its copies,
+            # sorted) instead of a filtered HNSW walk or a scan of every namespace's copies.
+            models.Index(fields=["namespace"], name="frontier_namespace_idx"),
         ]
 
 
