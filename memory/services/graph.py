@@ -361,8 +361,11 @@ class _Batch:
     # --- planning on the overlay (group commit) ------------------------------------------------
 
     def apply_observation(self, evidence: Evidence, items: Sequence[tuple[OpInput, str]]) -> None:
-        """Decide one observation's planned items on the overlay (written by :meth:`write`)."""
+        """Decide one observation's planned items on the overlay (written by :meth:`write`).
+        Its versions' valid time starts now, as if it had been committed on its own (the
+        group's rows share one transaction time, ``created_at``)."""
         self.evidence = evidence
+        self.now = timezone.now()
         self.load_named([item.version_id for item, _ in items if item.version_id is not None])
         for item, actor in items:
             self.decide(normalize_key(item.key), item, actor, explicit=False)

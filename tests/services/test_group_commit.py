@@ -31,6 +31,12 @@ def test_a_group_plans_each_observation_against_the_previous_ones(ns):
     assert sum(1 for q in captured.captured_queries if q["sql"] == "COMMIT") == 2
     assert [e.state for e in evidence] == ["committed"] * 3
     assert [o.type for o in evidence[2].operations.exclude(type="reinstate")] == ["revoke"]
+    # each observation's versions begin when it was applied, as if committed on its own
+    from memory.models import Version
+
+    starts = list(Version.objects.filter(cell__namespace=ns, cell__key="mug_1_location")
+                  .order_by("id").values_list("valid_from", flat=True))
+    assert len(starts) == 2 and starts[0] < starts[1]
     # the revoke named a version the group itself created: its log shows the stored id
     revoke = evidence[2].operations.get(type="revoke")
     assert revoke.payload["version"] == revoke.version_id > 0
