@@ -174,10 +174,10 @@ class FrontierVector(models.Model):
     read searches this index and scans the stale cells exactly, so it is never behind the
     commits (issue 7)."""
 
-    # No foreign-key constraint in the database: its check would take a KEY SHARE lock on the
-    # cell for every copy a flush inserts, and a commit locking that cell FOR UPDATE would
-    # wait for the flush (or deadlock with it). The ORM still cascades deletes; a copy whose
-    # cell vanished during a flush is dropped by the flush itself (decision 18).
+    # No foreign-key constraint in the database: the copy is derived data the flush keeps
+    # consistent itself (it drops copies whose cell is gone; the ORM cascades a cell's
+    # deletion), and a constraint's check takes a KEY SHARE lock on the cell per copy, which
+    # a commit's SELECT ... FOR UPDATE of that cell waits for (decision 18).
     cell = models.OneToOneField(Cell, primary_key=True, on_delete=models.CASCADE,
                                 related_name="frontier_vector", db_constraint=False)
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+",

@@ -1,10 +1,11 @@
 """The frontier copy loses its foreign-key constraint to the cell (issue 7, decision 18).
 
-A flush inserts copies while commits go on; the constraint's check took a KEY SHARE lock on
-each copied cell, which a commit's ``SELECT ... FOR UPDATE`` of the same cell waits for, and a
-flush and a commit locking in different orders deadlocked. The copy is derived data: the ORM
-still cascades a cell's deletion to it, and a flush drops any copy whose cell is gone. The
-constraint is dropped by looking its name up (Django generated it), the state altered to match.
+A flush inserts copies while commits go on. The copy is derived data that the flush keeps
+consistent itself (it drops any copy whose cell is gone; the ORM still cascades a cell's
+deletion), and a constraint's check takes a KEY SHARE lock on each copied cell, which a
+commit's ``SELECT ... FOR UPDATE`` of that cell must wait for: at the insert for an immediate
+constraint, at the flush's commit for Django's deferred one. The constraint is dropped by
+looking its name up (Django generated it), the state altered to match.
 """
 
 import django.db.models.deletion

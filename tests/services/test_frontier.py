@@ -4,6 +4,7 @@ and a flush re-indexes them. Reads must be exact at every moment in between."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
@@ -125,37 +126,54 @@ def _assert_index_matches_cells(ns):
     assert (wrong_or_missing, copies_of_stale) == (0, 0)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_cell_a_commit_holds_is_skipped_by_the_flush_and_keeps_no_copy(ns):
+@contextlib.contextmanager
+def _paused_transaction(begin, finish=lambda: None):
+    """Run ``begin()`` in a transaction on another thread (its own connection) and keep that
+    transaction open while the block runs; ``finish()`` runs in it before it commits."""
     import threading
 
     from django.db import connection, transaction
 
-    observation_ingest(namespace=ns, facts=[{"key": f"shelf_{i}", "value": f"book {i}"}
-                                            for i in range(4)])
-    held, release = threading.Event(), threading.Event()
+    started, release, failures = threading.Event(), threading.Event(), []
 
-    def commit_in_progress():  # a writer that locked shelf_0 and moved its head, uncommitted
+    def run():
         try:
             with transaction.atomic():
-                operation_apply(namespace=ns, key="shelf_0", op=OpType.ACCEPT, value="vase",
-                                actor="user:t")
-                held.set()
+                begin()
+                started.set()
                 release.wait(30)
+                finish()
+        except Exception as exc:  # surfaced to the test below
+            failures.append(exc)
         finally:
+            started.set()
             connection.close()
 
-    writer = threading.Thread(target=commit_in_progress)
-    writer.start()
+    thread = threading.Thread(target=run)
+    thread.start()
     try:
-        assert held.wait(30)
+        assert started.wait(30) and not failures, failures
+        yield
+    finally:
+        release.set()
+        thread.join(30)
+    assert not failures, failures
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cell_a_commit_holds_is_skipped_by_the_flush_and_keeps_no_copy(ns):
+    observation_ingest(namespace=ns, facts=[{"key": f"shelf_{i}", "value": f"book {i}"}
+                                            for i in range(4)])
+
+    def move_shelf_0():  # a writer that locked shelf_0 and moved its head, uncommitted
+        operation_apply(namespace=ns, key="shelf_0", op=OpType.ACCEPT, value="vase",
+                        actor="user:t")
+
+    with _paused_transaction(move_shelf_0):
         assert frontier_flush(namespace_id=ns.pk) == 3  # never waits for the writer
         assert list(Cell.objects.filter(namespace=ns, vector_stale=True)
                     .values_list("key", flat=True)) == ["shelf_0"]
         assert not FrontierVector.objects.filter(cell__key="shelf_0", namespace=ns).exists()
-    finally:
-        release.set()
-        writer.join(30)
     _assert_index_matches_cells(ns)
     assert _top(ns, "shelf 0 vase", k=1) == [("shelf_0", "vase")]
     frontier_flush(namespace_id=ns.pk)
@@ -231,36 +249,28 @@ def test_the_background_indexer_flushes_while_the_drain_goes_on(ns):
 
 @pytest.mark.django_db(transaction=True)
 def test_a_commit_never_waits_for_a_flush_copying_its_cell(ns):
-    # A flush midway (copies inserted, not yet settled) holds no lock a commit needs: with a
-    # foreign key from the copy to the cell, its check's KEY SHARE lock made the commit's
-    # SELECT ... FOR UPDATE wait (and the two deadlocked when their orders crossed).
-    import threading
-
-    from django.db import connection, transaction
+    # A flush midway (copies inserted, the HNSW work done, not yet settled) holds no lock a
+    # commit needs: an immediate foreign key from the copy to the cell, or a lock taken while
+    # copying, would make the commit's SELECT ... FOR UPDATE wait for the whole copy step.
+    from django.db import connection
 
     from memory.services import frontier
     from memory.services.binding import bound_cursor
 
     observation_ingest(namespace=ns, facts=[{"key": "lamp_state", "value": "off"}])
     cell_id = Cell.objects.get(namespace=ns, key="lamp_state").pk
-    copied, release = threading.Event(), threading.Event()
     settled = []
 
-    def flush_midway():
-        try:
-            with transaction.atomic(), bound_cursor() as cur:
-                cur.execute(frontier._COPY_SQL, [[cell_id]])
-                copied.set()
-                release.wait(30)
-                cur.execute(frontier._SETTLE_SQL, {"ids": [cell_id]})
-                settled.append(cur.fetchone())
-        finally:
-            connection.close()
+    def copy():  # the flush's first step: copies inserted, nothing settled yet
+        with bound_cursor() as cur:
+            cur.execute(frontier._COPY_SQL, [[cell_id]])
 
-    flusher = threading.Thread(target=flush_midway)
-    flusher.start()
-    try:
-        assert copied.wait(30)
+    def settle():
+        with bound_cursor() as cur:
+            cur.execute(frontier._SETTLE_SQL, {"ids": [cell_id]})
+            settled.append(cur.fetchone())
+
+    with _paused_transaction(copy, settle):
         with connection.cursor() as cur:
             cur.execute("SET lock_timeout = '3s'")  # a wait fails the test instead of hanging
         try:
@@ -268,9 +278,6 @@ def test_a_commit_never_waits_for_a_flush_copying_its_cell(ns):
         finally:
             with connection.cursor() as cur:
                 cur.execute("RESET lock_timeout")
-    finally:
-        release.set()
-        flusher.join(30)
     assert settled == [(0, 1)]  # the copy it made is of a value that moved on: dropped
     assert _top(ns, "lamp state on", k=1) == [("lamp_state", "on")]
     _assert_index_matches_cells(ns)
