@@ -193,8 +193,10 @@ def apply_batch(*, namespace: Namespace, items: Sequence[tuple[OpInput, str]],
 def open_group(*, namespace: Namespace, keys: Sequence[str], creating: set[str],
                vectors: dict[str, Sequence[float]]) -> _Batch:
     """A batch for several observations committed in one transaction (group commit): the
-    cells of every key they name are locked up front, in key order (so it cannot deadlock
-    with another batch), and cells are created for every key a fact could create; each
+    cells of every key they name are locked up front, in key order like every batch's (a
+    deadlock with another writer is still possible through aliases and freshly created cells,
+    and the caller re-runs the transaction), and cells are created for every key a fact could
+    create; each
     observation is then planned on the overlay (:meth:`_Batch.head_views`) and applied with
     :meth:`_Batch.apply_observation`, and :meth:`_Batch.write` writes everything with one
     statement per table. Cells created but left unused are deleted again at the write."""

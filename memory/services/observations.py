@@ -19,9 +19,10 @@ evidence pending or processing, and the next delivery or drain finishes it exact
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.db.models import F
@@ -309,7 +310,7 @@ def _commit_group(group: list[Evidence], local: bool) -> int:
                         len(group), exc_info=True)
     for evidence in group:
         try:
-            _commit_retrying(evidence)
+            observation_commit(evidence=evidence)
         except ModelUnavailable as exc:  # an outage: fail visibly, retry later
             log.warning("evidence %s failed: %s", evidence.pk, exc)
             observation_fail(evidence_id=evidence.pk, error=str(exc))
@@ -323,19 +324,22 @@ def _commit_group(group: list[Evidence], local: bool) -> int:
 #: SQLSTATEs after which the same transaction may simply be run again: deadlock detected,
 #: serialization failure. Nothing of the rolled-back attempt was kept.
 _TRANSIENT = frozenset({"40P01", "40001"})
+T = TypeVar("T")
 
 
-def _commit_retrying(evidence: Evidence, attempts: int = 3) -> None:
-    """:func:`observation_commit`, run again when PostgreSQL aborted it for a transient
-    reason (a deadlock with a concurrent writer), instead of failing the observation."""
+def _retrying(what: str, commit: Callable[[], T], attempts: int = 3) -> T:
+    """Run ``commit`` (which opens its own transaction) again when PostgreSQL aborted it for
+    a transient reason (a deadlock with a concurrent writer), instead of failing the
+    observations. Only the transaction is re-run: extraction, annotation and embeddings
+    were computed before it and are reused (no model is called twice)."""
     for attempt in range(1, attempts + 1):
         try:
-            observation_commit(evidence=evidence)
-            return
+            return commit()
         except OperationalError as exc:
             if getattr(exc.__cause__, "sqlstate", None) not in _TRANSIENT or attempt == attempts:
                 raise
-            log.warning("commit of evidence %s aborted (%s); running it again", evidence.pk, exc)
+            log.warning("commit of %s aborted (%s); running it again", what, exc)
+    raise AssertionError("unreachable")
 
 
 def observation_commit(*, evidence: Evidence) -> list[Applied]:
@@ -352,22 +356,29 @@ def observation_commit(*, evidence: Evidence) -> list[Applied]:
                                     facts=list(extracted.get("facts", [])),
                                     actor=evidence.actor, vectors=vectors)
     literals = pipeline.commit_vectors(((i.key, i.value) for i, _ in plan.items), vectors)
-    with transaction.atomic():
-        locked = Evidence.objects.select_for_update().defer("embedding").get(pk=evidence.pk)
-        if locked.state not in UNSETTLED:
-            return []  # a redelivered task lost the race: it was committed already
-        _register_aliases(locked.namespace, plan.aliases)
-        applied = apply_batch(namespace=locked.namespace, items=plan.items, evidence=locked,
-                              vectors=literals)
-        # The cached vectors have served their purpose: keep the row small.
-        slim = {"extracted": extracted} if cached else {}
-        Evidence.objects.filter(pk=locked.pk).update(
-            state=Evidence.State.COMMITTED, committed_at=timezone.now(), error="", **slim,
-            chat_calls=locked.chat_calls + plan.chat_calls,
-            embed_calls=locked.embed_calls + plan.embed_calls,
-            prompt_tokens=locked.prompt_tokens + plan.prompt_tokens,
-            completion_tokens=locked.completion_tokens + plan.completion_tokens,
-        )
+
+    def commit() -> list[Applied] | None:
+        with transaction.atomic():
+            locked = Evidence.objects.select_for_update().defer("embedding").get(pk=evidence.pk)
+            if locked.state not in UNSETTLED:
+                return None  # a redelivered task lost the race: it was committed already
+            _register_aliases(locked.namespace, plan.aliases)
+            applied = apply_batch(namespace=locked.namespace, items=plan.items, evidence=locked,
+                                  vectors=literals)
+            # The cached vectors have served their purpose: keep the row small.
+            slim = {"extracted": extracted} if cached else {}
+            Evidence.objects.filter(pk=locked.pk).update(
+                state=Evidence.State.COMMITTED, committed_at=timezone.now(), error="", **slim,
+                chat_calls=locked.chat_calls + plan.chat_calls,
+                embed_calls=locked.embed_calls + plan.embed_calls,
+                prompt_tokens=locked.prompt_tokens + plan.prompt_tokens,
+                completion_tokens=locked.completion_tokens + plan.completion_tokens,
+            )
+        return applied
+
+    applied = _retrying(f"evidence {evidence.pk}", commit)
+    if applied is None:
+        return []
     _after_commit(evidence, applied, vectors)
     return applied
 
@@ -408,41 +419,46 @@ def _commit_local(group: list[Evidence]) -> dict[int, list[Applied]]:
         vectors = pipeline.commit_vectors(
             ((f.get("key"), f.get("value")) for f in result.get("facts", [])), {})
         prepared.append((evidence, result, vector, fresh, vectors))
-    out: dict[int, list[Applied]] = {}
-    now = timezone.now()
-    with transaction.atomic():
-        # of=("self",): lock the evidence rows only, never their namespace's row (a flush's
-        # foreign-key check takes KEY SHARE on it, and would wait for this whole group).
-        locked = {e.pk: e for e in Evidence.objects.select_for_update(of=("self",))
-                  .defer("embedding")
-                  .select_related("namespace").filter(pk__in=[e.pk for e in group])}
-        live = [(locked[evidence.pk], list(result.get("facts", [])), result, vector, fresh,
-                 vectors)
-                for evidence, result, vector, fresh, vectors in prepared
-                if evidence.pk in locked and locked[evidence.pk].state in UNSETTLED]
-        if not live:
-            return out  # redelivered tasks committed them already
-        # One batch for the whole group: its cells locked once, each observation planned on
-        # the overlay of the previous ones' decisions, everything written with one statement
-        # per table at the end (issue 7).
-        merged: dict[str, Any] = {}
-        for *_, vectors in live:
-            merged.update(vectors)
-        facts_of = [facts for _, facts, *_ in live]
-        batch = open_group(
-            namespace=live[0][0].namespace,
-            keys=[str(f.get("key") or "") for facts in facts_of for f in facts],
-            creating={str(f.get("key") or "") for facts in facts_of for f in facts
-                      if f.get("value") is not None and str(f["value"]).strip()},
-            vectors=merged)
-        for row, facts, *_ in live:
-            plan = pipeline.plan_locally(facts=facts, actor=row.actor, heads=batch.head_views,
-                                         withdrawn=batch.withdrawn_target)
-            batch.apply_observation(row, plan.items)
-        for applied in batch.write():
-            out.setdefault(applied.operation.evidence_id, []).append(applied)
-        _mark_committed([(row.pk, result if fresh else None, vector)
-                         for row, _, result, vector, fresh, _ in live], now)
+
+    def commit() -> dict[int, list[Applied]]:
+        out: dict[int, list[Applied]] = {}
+        now = timezone.now()
+        with transaction.atomic():
+            # of=("self",): lock the evidence rows only, never their namespace's row (a flush's
+            # foreign-key check takes KEY SHARE on it, and would wait for this whole group).
+            locked = {e.pk: e for e in Evidence.objects.select_for_update(of=("self",))
+                      .defer("embedding")
+                      .select_related("namespace").filter(pk__in=[e.pk for e in group])}
+            live = [(locked[evidence.pk], list(result.get("facts", [])), result, vector, fresh,
+                     vectors)
+                    for evidence, result, vector, fresh, vectors in prepared
+                    if evidence.pk in locked and locked[evidence.pk].state in UNSETTLED]
+            if not live:
+                return out  # redelivered tasks committed them already
+            # One batch for the whole group: its cells locked once, each observation planned on
+            # the overlay of the previous ones' decisions, everything written with one statement
+            # per table at the end (issue 7).
+            merged: dict[str, Any] = {}
+            for *_, vectors in live:
+                merged.update(vectors)
+            facts_of = [facts for _, facts, *_ in live]
+            batch = open_group(
+                namespace=live[0][0].namespace,
+                keys=[str(f.get("key") or "") for facts in facts_of for f in facts],
+                creating={str(f.get("key") or "") for facts in facts_of for f in facts
+                          if f.get("value") is not None and str(f["value"]).strip()},
+                vectors=merged)
+            for row, facts, *_ in live:
+                plan = pipeline.plan_locally(facts=facts, actor=row.actor, heads=batch.head_views,
+                                             withdrawn=batch.withdrawn_target)
+                batch.apply_observation(row, plan.items)
+            for applied in batch.write():
+                out.setdefault(applied.operation.evidence_id, []).append(applied)
+            _mark_committed([(row.pk, result if fresh else None, vector)
+                             for row, _, result, vector, fresh, _ in live], now)
+        return out
+
+    out = _retrying(f"{len(group)} observation(s) from seq {group[0].seq}", commit)
     for evidence in group:
         if out.get(evidence.pk):
             _after_commit(evidence, out[evidence.pk], {})
