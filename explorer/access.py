@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
+from memory.domain import SUPERUSER, may_act
 from memory.models import Membership, Namespace
 
 
@@ -21,11 +22,11 @@ class Access:
     """The namespace a request works on and what the user may do there."""
 
     namespace: Namespace
-    role: str  # viewer | reviewer | superuser
+    role: str  # a Role, or SUPERUSER
 
     @property
     def can_act(self) -> bool:
-        return self.role in (Membership.Role.REVIEWER, "superuser")
+        return may_act(self.role)
 
 
 def visible_namespaces(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Namespace]:
@@ -40,7 +41,7 @@ def namespace_access(user: AbstractBaseUser | AnonymousUser, name: str) -> Acces
     if namespace is None:
         raise Http404("no such namespace")
     if getattr(user, "is_superuser", False):
-        return Access(namespace, "superuser")
+        return Access(namespace, SUPERUSER)
     role = (Membership.objects.filter(namespace=namespace, user_id=user.pk)
             .values_list("role", flat=True).first())
     if role is None:

@@ -13,12 +13,12 @@ from typing import Any
 from django.db.models import Count, Max, QuerySet
 from django.utils import timezone
 
+from memory.domain import UNSETTLED_STATES, CellStatus, EvidenceState, OpType, Status
 from memory.models import Cell, Evidence, Namespace, Operation
 from memory.selectors import cell_graph, cell_status, cells_list
 
-UNSETTLED = (Evidence.State.PENDING, Evidence.State.PROCESSING)
+UNSETTLED = UNSETTLED_STATES
 RECENT = timedelta(hours=24)
-FRONTIER_FILTERS = ("all", "contested", "empty", "recent", "failed")
 #: Counting stops here: an exact COUNT(*) over 100k cells on every page view buys nothing.
 COUNT_CAP = 10_000
 
@@ -41,9 +41,10 @@ def namespace_overview(namespaces: list[Namespace], roles: dict[int, str]) -> li
         return {r["namespace_id"]: r["n"] for r in qs.values("namespace_id").annotate(n=Count("id"))}
 
     cells = grouped(Cell.objects.filter(namespace_id__in=ids).order_by())
-    contested = grouped(Cell.objects.filter(namespace_id__in=ids, head__status="contested").order_by())
+    contested = grouped(Cell.objects.filter(namespace_id__in=ids,
+                                            head__status=Status.CONTESTED).order_by())
     pending = grouped(Evidence.objects.filter(namespace_id__in=ids, state__in=UNSETTLED).order_by())
-    failed = grouped(Evidence.objects.filter(namespace_id__in=ids, state=Evidence.State.FAILED)
+    failed = grouped(Evidence.objects.filter(namespace_id__in=ids, state=EvidenceState.FAILED)
                      .order_by())
     return [NamespaceRow(n, roles.get(n.pk, "superuser"), cells.get(n.pk, 0),
                          contested.get(n.pk, 0), pending.get(n.pk, 0), failed.get(n.pk, 0))
@@ -71,7 +72,7 @@ class FrontierPage:
 
 
 def _frontier_queryset(namespace: Namespace, show: str, search: str) -> QuerySet[Cell]:
-    status = show if show in ("contested", "empty") else None
+    status = show if show in (CellStatus.CONTESTED, CellStatus.EMPTY) else None
     qs = cells_list(namespace=namespace, status=status, search=search or None)
     if show == "recent":
         qs = qs.filter(updated_at__gte=timezone.now() - RECENT)
@@ -117,7 +118,7 @@ def _last_changes(cell_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The newest operation that changed each cell (support noops are not changes)."""
     if not cell_ids:
         return {}
-    rows = (Operation.objects.filter(cell_id__in=cell_ids).exclude(type=Operation.Type.NOOP)
+    rows = (Operation.objects.filter(cell_id__in=cell_ids).exclude(type=OpType.NOOP)
             .order_by("cell_id", "-id").distinct("cell_id")
             .values("cell_id", "actor", "type", "created_at"))
     return {r["cell_id"]: r for r in rows}
@@ -126,7 +127,7 @@ def _last_changes(cell_ids: list[int]) -> dict[int, dict[str, Any]]:
 def observations_unsettled(*, namespace: Namespace, limit: int = 50,
                            failed_only: bool = False) -> list[Evidence]:
     """Observations not committed yet (pending, processing) or failed, newest first."""
-    states = [Evidence.State.FAILED] if failed_only else [*UNSETTLED, Evidence.State.FAILED]
+    states = [EvidenceState.FAILED] if failed_only else [*UNSETTLED, EvidenceState.FAILED]
     return list(Evidence.objects.filter(namespace=namespace, state__in=states)
                 .order_by("-seq")[:limit])
 

@@ -21,7 +21,15 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
 from explorer.access import Access, namespace_access, require_reviewer, visible_namespaces
-from explorer.forms import OPS, FrontierFilter, LogFilter, ObservationForm, OperationForm, ReadForm
+from explorer.forms import (
+    FRONTIER_FILTERS,
+    OPS,
+    FrontierFilter,
+    LogFilter,
+    ObservationForm,
+    OperationForm,
+    ReadForm,
+)
 from explorer.selectors import (
     explorer_graph,
     frontier_page,
@@ -29,8 +37,9 @@ from explorer.selectors import (
     namespace_overview,
     observations_unsettled,
 )
-from memory.domain import HEAD_STATUSES, InvalidOperation, Status
+from memory.domain import HEAD_STATUSES, CellStatus, InvalidOperation, Status
 from memory.models import Evidence, Membership
+from memory.reads import READ_MODES, read
 from memory.selectors import CellDetail, cell_detail, operations_list
 from memory.services import CellNotFound, observation_record, observation_retry, operation_apply
 from memory.tasks import enqueue_observation
@@ -92,7 +101,7 @@ def frontier(request: HttpRequest, ns: str) -> HttpResponse:
     show = data.get("show") or "all"
     search = data.get("q") or ""
     context = {**_ns_context(access, "frontier"), "show": show, "q": search,
-               "filters": ["all", "contested", "empty", "recent", "failed"]}
+               "filters": FRONTIER_FILTERS}
     if show == "failed":
         context["failed"] = observations_unsettled(namespace=access.namespace, failed_only=True)
     else:
@@ -182,7 +191,7 @@ def _outcome(detail: CellDetail, op: str) -> str:
     label = OP_LABELS.get(op, op)
     if detail.value is None:
         return f"{label}: done. The cell is now empty."
-    flag = " (contested)" if detail.status == "contested" else ""
+    flag = " (contested)" if detail.status == CellStatus.CONTESTED else ""
     return f"{label}: done. Current value: {detail.value}{flag}."
 
 
@@ -298,28 +307,19 @@ def _read_all(access: Access, query: str, k: int | None,
               disclose: list[str]) -> list[dict[str, Any]]:
     """One query in every read mode. A mode that fails (an unreachable embedding or model
     endpoint) shows its error in its own column instead of taking down the comparison."""
-    from memory import selectors
-
-    ns = access.namespace
-    modes: list[tuple[str, str, Any]] = [
-        ("frontier", "Frontier", lambda: selectors.frontier_read(
-            namespace=ns, query=query, k=k or 12, disclose=disclose)),
-        ("raw", "Raw", lambda: selectors.raw_read(namespace=ns, query=query, k=k or 10)),
-        ("raw_ordered", "Raw + order tags", lambda: selectors.raw_read(
-            namespace=ns, query=query, k=k or 10, ordered=True)),
-        ("pruned", "Pruned", lambda: selectors.pruned_read(namespace=ns, query=query, k=k or 12)),
-    ]
     results = []
-    for mode, title, read in modes:
+    for mode in READ_MODES.values():
+        entry = {"mode": mode.name, "title": mode.title, "context": "", "chars": 0, "items": 0,
+                 "note": "", "error": ""}
         try:
-            result = read()
-            results.append({"mode": mode, "title": title, "context": result.context,
-                            "chars": result.context_chars, "items": len(result.items),
-                            "note": getattr(result, "note", ""), "error": ""})
+            result = read(mode.name, namespace=access.namespace, query=query, k=k,
+                          disclose=disclose)
+            entry.update(context=result.context, chars=result.context_chars,
+                         items=len(result.items), note=result.note)
         except Exception as exc:  # noqa: BLE001 — shown in that mode's column, logged in full
-            log.exception("read mode %s failed", mode)
-            results.append({"mode": mode, "title": title, "context": "", "chars": 0,
-                            "items": 0, "note": "", "error": f"{type(exc).__name__}: {exc}"})
+            log.exception("read mode %s failed", mode.name)
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+        results.append(entry)
     return results
 
 

@@ -7,14 +7,32 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q, QuerySet
+from pgvector.django import CosineDistance
 
-from memory.domain import HEAD_STATUSES, Status
-from memory.domain.render import CellText, ClosedVersion, render_cell
+from memory.domain import (
+    DISCLOSURES,
+    HEAD_STATUSES,
+    CellStatus,
+    Status,
+    normalize_key,
+    same_value,
+    vocabulary,
+)
+from memory.domain.render import (
+    CellText,
+    ClosedVersion,
+    evidence_text,
+    render_cell,
+    render_context,
+)
+from memory.llm.embedding import embed_texts
 from memory.models import Cell, Evidence, KeyAlias, Namespace, Operation, SupportEdge, Version
 from memory.models import Tombstone as TombstoneRow
+from memory.services.binding import vector_literal
 
 
 @dataclass(frozen=True)
@@ -35,7 +53,7 @@ class HistoryEntry:
 class CellDetail:
     key: str
     value: str | None
-    status: str  # active | contested | empty
+    status: str  # a CellStatus
     version: int | None
     support: int
     alternatives: list[dict[str, Any]] = field(default_factory=list)
@@ -56,16 +74,13 @@ class CellDetail:
         return render_cell(self.text(), disclose)
 
 
-def cell_status(head: Version | None) -> str:
-    if head is None:
-        return "empty"
-    return "contested" if head.status == Status.CONTESTED else "active"
+def cell_status(head: Version | None) -> CellStatus:
+    """The status a head gives its cell (:func:`memory.domain.vocabulary.cell_status`)."""
+    return vocabulary.cell_status(head.status if head is not None else None)
 
 
 def cell_lookup(*, namespace: Namespace, key: str) -> Cell | None:
     """The cell a key names: by canonical key, else by a registered alias."""
-    from memory.domain import normalize_key
-
     norm = normalize_key(key)
     cell = Cell.objects.filter(namespace=namespace, key=norm).select_related("head").first()
     if cell is None:
@@ -79,7 +94,7 @@ def cell_lookup(*, namespace: Namespace, key: str) -> Cell | None:
 class CellValue:
     key: str
     value: str | None
-    status: str  # active | contested | empty
+    status: str  # a CellStatus
     version: int | None
     support: int
 
@@ -87,7 +102,7 @@ class CellValue:
 # The point read: one round trip on the unique index (namespace, key) and the version's primary
 # key, whatever the cell's history. A key that is not canonical costs a second query, through
 # the alias index. (One UNION ALL of both branches was measured: its planning alone cost as
-# much as the round trip, issue 7.)
+# much as the round trip.)
 _CELL_VALUE_SQL = (
     "SELECT c.key, v.id, v.value, v.status, v.support FROM memory_cell c"
     " LEFT JOIN memory_version v ON v.id = c.head_id WHERE c.namespace_id = %s AND c.key = %s")
@@ -99,18 +114,12 @@ _ALIAS_VALUE_SQL = (
 
 def cell_value(*, namespace: Namespace | int, key: str) -> CellValue | None:
     """The current value of one key (canonical, else an alias): the point read, one query."""
-    from django.db import connection
-
-    from memory.domain import normalize_key
-
     ns_id = namespace if isinstance(namespace, int) else namespace.pk
     norm = normalize_key(key)
     if settings.PMEM_PREPARED_READS:
         # A server-side prepared statement skips planning the join on every call (the point
-        # read is then closer to a bare primary-key SELECT; issue 7). Django's cursors bind
+        # read is then closer to a bare primary-key SELECT). Django's cursors bind
         # client-side and cannot prepare, so this uses a server-binding driver cursor.
-        import psycopg
-
         connection.ensure_connection()
         with psycopg.Cursor(connection.connection) as raw:  # binds on the server: can prepare
             row = raw.execute(_CELL_VALUE_SQL, (ns_id, norm), prepare=True).fetchone()
@@ -126,9 +135,9 @@ def cell_value(*, namespace: Namespace | int, key: str) -> CellValue | None:
     if row is None:
         return None
     cell_key, version, value, status, support = row
-    state = "empty" if version is None else (
-        "contested" if status == Status.CONTESTED else "active")
-    return CellValue(cell_key, value, state, version, support or 0)
+    return CellValue(cell_key, value,
+                     vocabulary.cell_status(status if version is not None else None),
+                     version, support or 0)
 
 
 def cell_detail(*, namespace: Namespace, key: str, sources: int = 3) -> CellDetail | None:
@@ -159,8 +168,6 @@ def cell_detail(*, namespace: Namespace, key: str, sources: int = 3) -> CellDeta
 
 def versions_with_value(*, namespace: Namespace, key: str, value: str) -> int:
     """How many retained versions of ``key`` hold ``value`` (normalised), whatever status."""
-    from memory.domain import same_value
-
     cell = cell_lookup(namespace=namespace, key=key)
     if cell is None:
         return 0
@@ -172,9 +179,9 @@ def cells_list(*, namespace: Namespace, status: str | None = None,
                search: str | None = None) -> QuerySet[Cell]:
     """Cells of a namespace with their heads, newest change first; filter by cell status."""
     qs = Cell.objects.filter(namespace=namespace).select_related("head")
-    if status == "empty":
+    if status == CellStatus.EMPTY:
         qs = qs.filter(head__isnull=True)
-    elif status in ("active", "contested"):
+    elif status in (CellStatus.ACTIVE, CellStatus.CONTESTED):
         qs = qs.filter(head__status=status)
     if search:
         qs = qs.filter(Q(key__icontains=search) | Q(head__value__icontains=search))
@@ -217,8 +224,6 @@ def operations_list(*, namespace: Namespace, key: str | None = None,
                     actor: str | None = None) -> QuerySet[Operation]:
     qs = Operation.objects.filter(namespace=namespace)
     if key:
-        from memory.domain import normalize_key
-
         qs = qs.filter(key=normalize_key(key))
     if actor:
         qs = qs.filter(actor=actor)
@@ -301,12 +306,10 @@ ORDERED_HEADER = "Retrieved observations in arrival order ([t=N]: larger N is ne
 
 
 def _query_vector(query: str) -> list[float]:
-    from memory.llm.pipeline import embed_texts
-
     return embed_texts([query])[0]
 
 
-#: HNSW candidate list of the vector reads. Measured by ``pmem_bench perf`` (issue 7, tie-aware
+#: HNSW candidate list of the vector reads. Measured by ``pmem_bench perf`` (tie-aware
 #: recall@12 against an exact scan, m=16, ef_construction=64): at 100k cells 100 gives 0.973
 #: (p95 5.7 ms), 200 gives 0.981 (p95 8.6 ms); the exact scan takes 47 ms.
 FRONTIER_EF_SEARCH = 200
@@ -315,8 +318,6 @@ FRONTIER_EF_SEARCH = 200
 def _vector_search_settings() -> None:
     """Inside the read's transaction: a wider HNSW candidate list, and (pgvector ≥ 0.8)
     iterative scans so filtering by namespace cannot starve the top-k."""
-    from django.db import connection
-
     with connection.cursor() as cur:
         cur.execute(f"SET LOCAL hnsw.ef_search = {FRONTIER_EF_SEARCH}")
         try:
@@ -348,9 +349,7 @@ SELECT id, d FROM (
 def frontier_read(*, namespace: Namespace, query: str, k: int = 12,
                   disclose: Iterable[str] = ()) -> ReadResult:
     """Top-k cells by cosine over their ``key: value`` embeddings, one line each (SPEC §7)."""
-    from memory.llm.pipeline import vector_literal
-
-    wanted = [d for d in DISCLOSE_ORDER if d in set(disclose)]
+    wanted = [d for d in DISCLOSURES if d in set(disclose)]
     vector = _query_vector(query)
     with transaction.atomic():
         _vector_search_settings()
@@ -367,15 +366,10 @@ def frontier_read(*, namespace: Namespace, query: str, k: int = 12,
             cell.distance = distance
             cells.append(cell)
     texts = _cell_texts(cells, wanted)
-    from memory.domain.render import render_context
-
     context = render_context(texts, wanted, header=FRONTIER_HEADER)
     items = [{**cell_summary(c), "score": round(1 - float(c.distance), 4),
               "line": render_cell(t, wanted)} for c, t in zip(cells, texts, strict=True)]
     return ReadResult("frontier", context, items, len(context))
-
-
-DISCLOSE_ORDER = ("support", "alternatives", "history")
 
 
 def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
@@ -408,17 +402,14 @@ def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
     ]
 
 
-def _evidence_line(e: Evidence) -> str:
-    from memory.services.observations import evidence_text
-
-    return " ".join(evidence_text(e).split())
+def evidence_line(e: Evidence) -> str:
+    """An observation on one line, as the raw reads show it."""
+    return " ".join(evidence_text(e.text, e.facts).split())
 
 
 def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = False) -> ReadResult:
     """Top-k evidence by cosine (the retrieval baseline); ``ordered`` tags each line with its
     arrival index ``[t=seq]`` and sorts by it."""
-    from pgvector.django import CosineDistance
-
     vector = _query_vector(query)
     with transaction.atomic():
         _vector_search_settings()
@@ -427,10 +418,10 @@ def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = F
                     .order_by("distance")[:k])
     if ordered:
         rows.sort(key=lambda e: e.seq)
-        lines = [f"[t={e.seq}] {_evidence_line(e)}" for e in rows]
+        lines = [f"[t={e.seq}] {evidence_line(e)}" for e in rows]
         header, mode = ORDERED_HEADER, "raw_ordered"
     else:
-        lines = [_evidence_line(e) for e in rows]
+        lines = [evidence_line(e) for e in rows]
         header, mode = RAW_HEADER, "raw"
     context = "\n".join([header, *lines])
     items = [{"id": e.id, "seq": e.seq, "text": line, "score": round(1 - float(e.distance), 4),
@@ -439,57 +430,7 @@ def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = F
     return ReadResult(mode, context, items, len(context))
 
 
-PRUNE_SIMILARITY = 0.55
-PRUNE_PROMPT = (
-    "You check two memory snippets for one question. Answer with one word, yes or no.\n"
-    "Question: {query}\nSnippet A: {a}\nSnippet B: {b}\n"
-    "Do A and B state different values of the attribute the question asks about?"
-)
-GATE_PROMPT = (
-    "Answer with one word, yes or no. Does this question ask for the current value of "
-    "something that may have changed over time?\nQuestion: {query}"
-)
-
-
-def _day(e: Evidence) -> Any:
-    return (e.observed_at or e.received_at).date()
-
-
-def _yes(client: Any, prompt: str) -> bool:
-    result = client.chat_text(messages=[{"role": "user", "content": prompt}], max_tokens=3)
-    return bool(result.data) and str(result.data).strip().lower().startswith("yes")
-
-
-def pruned_read(*, namespace: Namespace, query: str, k: int = 12, gate: bool = False) -> ReadResult:
-    """Raw top-k evidence with superseded statements pruned (SPEC §7): for each pair with
-    cosine ≥ 0.55 and different dates, the model says whether both state different values of
-    the queried attribute; on yes the earlier one is dropped. The date decides which is
-    stale — the model never judges recency. Without a model it says so and returns nothing."""
-    from memory.llm.client import client_from_settings
-    from memory.llm.embedding import cosine
-
-    client = client_from_settings()
-    if client is None:
-        return ReadResult("pruned", "", [], 0, available=False,
-                          note="the pruned read needs a model: set PMEM_LLM_BASE_URL")
-    raw = raw_read(namespace=namespace, query=query, k=k)
-    if gate and not _yes(client, GATE_PROMPT.format(query=query)):
-        return ReadResult("pruned", raw.context, raw.items, raw.context_chars,
-                          note="gate: the question does not ask for a current value; not pruned")
-    rows = {e.id: e for e in Evidence.objects.filter(pk__in=[i["id"] for i in raw.items])}
-    ordered = [rows[i["id"]] for i in raw.items]
-    dropped: set[int] = set()
-    for x, a in enumerate(ordered):
-        for b in ordered[x + 1:]:
-            if a.id in dropped or b.id in dropped or _day(a) == _day(b):
-                continue
-            if cosine(a.embedding, b.embedding) < PRUNE_SIMILARITY:
-                continue
-            if _yes(client, PRUNE_PROMPT.format(query=query, a=_evidence_line(a),
-                                                b=_evidence_line(b))):
-                earlier = a if (_day(a), a.seq) < (_day(b), b.seq) else b
-                dropped.add(earlier.id)
-    items = [i for i in raw.items if i["id"] not in dropped]
-    context = "\n".join([RAW_HEADER, *(i["text"] for i in items)])
-    return ReadResult("pruned", context, items, len(context),
-                      note=f"pruned {len(dropped)} superseded observation(s)")
+def evidence_for_pruning(ids: list[int]) -> dict[int, Evidence]:
+    """The observations a raw read returned, with their embeddings and dates (the pruned
+    read compares them pairwise)."""
+    return Evidence.objects.in_bulk(ids)

@@ -9,6 +9,7 @@ from celery.signals import worker_ready
 from django.conf import settings
 from django.db import transaction
 
+from memory.domain import UNSETTLED_STATES
 from memory.models import Evidence
 from memory.services import (
     ExtractionFailed,
@@ -16,6 +17,7 @@ from memory.services import (
     observation_extract,
     observation_fail,
 )
+from memory.services.frontier import frontier_flush_all
 
 log = logging.getLogger("pmem.tasks")
 
@@ -53,8 +55,6 @@ def process_observation(self, evidence_id: int) -> str:  # type: ignore[no-untyp
 def flush_frontiers() -> int:
     """Re-index every cell waiting outside the frontier index (run by beat every
     ``PMEM_FRONTIER_FLUSH_EVERY`` seconds; harmless to run at any time)."""
-    from memory.services.frontier import frontier_flush_all
-
     return frontier_flush_all()
 
 
@@ -62,7 +62,7 @@ def flush_frontiers() -> int:
 def sweep_unsettled() -> int:
     """Re-enqueue every unsettled observation (after a crash or a lost message). Harmless when
     they are already queued: extraction and commitment are both idempotent."""
-    ids = list(Evidence.objects.filter(state__in=["pending", "processing"]).order_by("seq")
+    ids = list(Evidence.objects.filter(state__in=UNSETTLED_STATES).order_by("seq")
                .values_list("id", flat=True))
     for evidence_id in ids:
         process_observation.delay(evidence_id)

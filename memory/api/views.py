@@ -16,9 +16,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory import selectors
+from memory import reads, selectors
+from memory.domain import SETTLED_STATES, CellStatus
+from memory.llm.client import client_from_settings
 from memory.models import Evidence, Operation, Version
-from memory.services import cell_erase, observation_record, operation_apply
+from memory.services import cell_erase, observation_record, observation_retry, operation_apply
+from memory.tasks import process_observation
 
 from . import serializers as s
 from .auth import actor_of, namespace_for
@@ -26,7 +29,6 @@ from .errors import PayloadTooLarge
 
 log = logging.getLogger("pmem.api")
 WAIT_SECONDS = 30.0
-SETTLED = ("committed", "failed")
 
 
 class NamespaceView(APIView):
@@ -94,8 +96,6 @@ def observation_body(evidence: Evidence) -> dict[str, Any]:
 def _enqueue(evidence_id: int) -> None:
     """Queue processing. The evidence is already committed: if the broker is down the
     observation is still stored, and the worker's start-up sweep will pick it up."""
-    from memory.tasks import process_observation
-
     try:
         process_observation.delay(evidence_id)
     except Exception:
@@ -107,7 +107,7 @@ def _wait_settled(evidence_id: int, timeout: float = WAIT_SECONDS) -> Evidence:
     delay = 0.02
     while True:
         evidence = Evidence.objects.get(pk=evidence_id)
-        if evidence.state in SETTLED or time.monotonic() >= deadline:
+        if evidence.state in SETTLED_STATES or time.monotonic() >= deadline:
             return evidence
         time.sleep(delay)
         delay = min(delay * 1.5, 0.25)
@@ -142,7 +142,7 @@ class ObservationsView(NamespaceView):
             _enqueue(evidence.id)
         if wait in ("1", "true"):
             evidence = _wait_settled(evidence.id)
-            if evidence.state in SETTLED:
+            if evidence.state in SETTLED_STATES:
                 return Response(observation_body(evidence), status=status.HTTP_201_CREATED)
         body = {"id": evidence.id, "seq": evidence.seq, "status": evidence.state}
         if not recorded.created:
@@ -163,8 +163,6 @@ class ObservationRetryView(NamespaceView):
                    summary="Retry a failed observation",
                    operation_id="observation_retry")
     def post(self, request: Request, ns: str, pk: int) -> Response:
-        from memory.services import observation_retry
-
         evidence = self.evidence(self.namespace(request, ns, write=True), pk)
         if not observation_retry(evidence=evidence):
             return Response({"error": f"observation is {evidence.state}, not failed"}, status=409)
@@ -195,15 +193,16 @@ class CellsView(NamespaceView):
     @extend_schema(
         responses=s.CellListOut, summary="List cells (keyset-paginated by key)",
         operation_id="cells_list",
-        parameters=[OpenApiParameter("status", str, enum=["active", "contested", "empty"]),
+        parameters=[OpenApiParameter("status", str, enum=[s.value for s in CellStatus]),
                     OpenApiParameter("search", str), OpenApiParameter("after", str),
                     OpenApiParameter("limit", int)],
     )
     def get(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
         status_ = request.query_params.get("status")
-        if status_ not in (None, "", "active", "contested", "empty"):
-            raise exceptions.ValidationError({"status": "active, contested or empty"})
+        if status_ not in (None, "", *CellStatus):
+            *first, last = (status.value for status in CellStatus)
+            raise exceptions.ValidationError({"status": f"{', '.join(first)} or {last}"})
         limit = _limit(request)
         qs = selectors.cells_list(namespace=namespace, status=status_ or None,
                                   search=request.query_params.get("search") or None)
@@ -298,20 +297,13 @@ class OperationsView(NamespaceView):
 
 
 def read_for(namespace: Any, v: dict[str, Any]) -> selectors.ReadResult:
-    mode, query = v["mode"], v["query"]
-    if mode == "frontier":
-        return selectors.frontier_read(namespace=namespace, query=query, k=v.get("k", 12),
-                                       disclose=v["disclose"])
-    if mode in ("raw", "raw_ordered"):
-        return selectors.raw_read(namespace=namespace, query=query, k=v.get("k", 10),
-                                  ordered=mode == "raw_ordered")
-    return selectors.pruned_read(namespace=namespace, query=query, k=v.get("k", 12),
-                                 gate=v["gate"])
+    return reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
+                      disclose=v["disclose"], gate=v["gate"])
 
 
 class ReadView(NamespaceView):
     @extend_schema(request=s.ReadIn, responses=s.ReadOut,
-                   summary="Read memory for a query: frontier, raw, raw_ordered or pruned",
+                   summary=f"Read memory for a query: {', '.join(reads.READ_MODES)}",
                    operation_id="read")
     def post(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
@@ -326,9 +318,6 @@ class AnswerView(NamespaceView):
     @extend_schema(request=s.AnswerIn, responses=s.AnswerOut, operation_id="answer",
                    summary="A model answers the query from a read's context (needs a model)")
     def post(self, request: Request, ns: str) -> Response:
-        from memory.llm.client import client_from_settings
-        from memory.llm.readout import answer, iterative_answer
-
         namespace = self.namespace(request, ns)
         data = s.AnswerIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -337,13 +326,9 @@ class AnswerView(NamespaceView):
         if client is None:
             return Response({"error": "the answer step needs a model: set PMEM_LLM_BASE_URL"},
                             status=status.HTTP_409_CONFLICT)
-        if v["mode"] == "iterative":
-            result = iterative_answer(client, namespace=namespace, question=v["query"],
-                                      k=v.get("k", 12), disclose=tuple(v["disclose"]))
-        else:
-            read = read_for(namespace, v)
-            result = answer(client, question=v["query"], context=read.context,
-                            prompt="state" if v["mode"] == "frontier" else "flat")
+        result = reads.model_answer(v["mode"], client=client, namespace=namespace,
+                                    query=v["query"], k=v.get("k"), disclose=v["disclose"],
+                                    gate=v["gate"])
         return Response({"answer": result.answer, "mode": v["mode"], "context": result.context,
                          "context_chars": result.context_chars, "lookups": result.lookups,
                          "error": result.error,

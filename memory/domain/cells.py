@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from .model import (
     NEW,
-    RETRACTED_STATUSES,
     CellState,
     Decision,
     Effect,
@@ -18,15 +17,15 @@ from .model import (
     LinkSupersedes,
     NewVersion,
     OpRequest,
-    OpType,
     Reinstate,
     Retype,
-    Status,
     Support,
     Tombstone,
     VersionView,
     same_value,
 )
+from .rollback import walks_past
+from .vocabulary import OpType, Status
 
 
 def decide(state: CellState, req: OpRequest) -> Decision:
@@ -66,7 +65,7 @@ def _reinstate(state: CellState, *, keep_contest: bool) -> tuple[list[Effect], i
     effects: list[Effect] = []
     alternatives = state.alternatives if keep_contest else ()
     for pred in state.predecessors:
-        if pred.status in RETRACTED_STATUSES:
+        if walks_past(pred.status):
             continue
         status = Status.CONTESTED if alternatives else Status.ACTIVE
         effects.append(Reinstate(pred.id, status))
