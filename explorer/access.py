@@ -32,6 +32,8 @@ class Access:
 def visible_namespaces(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Namespace]:
     if getattr(user, "is_superuser", False):
         return Namespace.objects.all()
+    if user.pk is None:  # anonymous: no memberships
+        return Namespace.objects.none()
     return Namespace.objects.filter(members__user_id=user.pk)
 
 
@@ -42,6 +44,8 @@ def namespace_access(user: AbstractBaseUser | AnonymousUser, name: str) -> Acces
         raise Http404("no such namespace")
     if getattr(user, "is_superuser", False):
         return Access(namespace, SUPERUSER)
+    if user.pk is None:
+        raise Http404("no such namespace")
     role = (Membership.objects.filter(namespace=namespace, user_id=user.pk)
             .values_list("role", flat=True).first())
     if role is None:

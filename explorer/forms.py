@@ -29,7 +29,7 @@ class OperationForm(forms.Form):
                              error_messages={"required": "Say why: the reason goes in the log."})
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         op = data.get("op")
         if op in VALUE_OPS and not data.get("value"):
             self.add_error("value", f"{op} needs a value.")

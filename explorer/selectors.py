@@ -121,7 +121,7 @@ def _last_changes(cell_ids: list[int]) -> dict[int, dict[str, Any]]:
     rows = (Operation.objects.filter(cell_id__in=cell_ids).exclude(type=OpType.NOOP)
             .order_by("cell_id", "-id").distinct("cell_id")
             .values("cell_id", "actor", "type", "created_at"))
-    return {r["cell_id"]: r for r in rows}
+    return {r["cell_id"]: dict(r) for r in rows}
 
 
 def observations_unsettled(*, namespace: Namespace, limit: int = 50,

@@ -53,6 +53,13 @@ def _is_htmx(request: HttpRequest) -> bool:
     return bool(getattr(request, "htmx", False))
 
 
+def _htmx_target(request: HttpRequest) -> str | None:
+    """The element an htmx request swaps (django-htmx's ``request.htmx``, set by its
+    middleware), None for a plain request."""
+    htmx = getattr(request, "htmx", None)
+    return htmx.target if htmx else None
+
+
 def _actor(request: HttpRequest) -> str:
     return f"user:{request.user.get_username()}"
 
@@ -69,7 +76,7 @@ def _ns_context(access: Access, section: str) -> dict[str, Any]:
 @require_GET
 def index(request: HttpRequest) -> HttpResponse:
     namespaces = list(visible_namespaces(request.user).order_by("name"))
-    roles = dict(Membership.objects.filter(user_id=request.user.pk)
+    roles = dict(Membership.objects.filter(user_id=request.user.pk or 0)
                  .values_list("namespace_id", "role"))
     rows = namespace_overview(namespaces, roles)
     return render(request, "explorer/index.html", {"rows": rows})
@@ -108,7 +115,7 @@ def frontier(request: HttpRequest, ns: str) -> HttpResponse:
         context["page"] = frontier_page(namespace=access.namespace, show=show, search=search,
                                         after=data.get("after") or None,
                                         before=data.get("before") or None)
-    if _is_htmx(request) and request.htmx.target == "frontier-results":
+    if _htmx_target(request) == "frontier-results":
         return render(request, "explorer/partials/frontier_results.html", context)
     return render(request, "explorer/frontier.html", context)
 
@@ -295,7 +302,7 @@ def operations(request: HttpRequest, ns: str) -> HttpResponse:
         "paged": bool(data.get("before")),
         "unsettled": observations_unsettled(namespace=access.namespace),
     }
-    if _is_htmx(request) and request.htmx.target == "log-results":
+    if _htmx_target(request) == "log-results":
         return render(request, "explorer/partials/log_results.html", context)
     return render(request, "explorer/operations.html", context)
 

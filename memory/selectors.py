@@ -230,7 +230,7 @@ def operations_list(*, namespace: Namespace, key: str | None = None,
     return qs.order_by("-id")
 
 
-def cell_graph(*, namespace: Namespace, key: str) -> dict[str, list[dict[str, Any]]] | None:
+def cell_graph(*, namespace: Namespace, key: str) -> dict[str, Any] | None:
     """The cell's provenance subgraph: versions, evidence, operations, tombstones, typed edges."""
     cell = cell_lookup(namespace=namespace, key=key)
     if cell is None:
@@ -254,7 +254,7 @@ def cell_graph(*, namespace: Namespace, key: str) -> dict[str, list[dict[str, An
     evidence_seen: dict[int, Evidence] = {}
     for s in supports:
         if s.evidence_id is not None:
-            evidence_seen.setdefault(s.evidence_id, s.evidence)
+            evidence_seen.setdefault(s.evidence_id, s.evidence)  # type: ignore[arg-type]  # with its id set
             edges.append({"source": f"v{s.version_id}", "target": f"e{s.evidence_id}",
                           "type": "supported_by"})
     for e in sorted(evidence_seen.values(), key=lambda e: e.seq):
@@ -359,16 +359,12 @@ def frontier_read(*, namespace: Namespace, query: str, k: int = 12,
             ranked = cur.fetchall()
         by_id = Cell.objects.select_related("head").defer(
             "embedding", "key_embedding", "embedded_text").in_bulk([r[0] for r in ranked])
-    cells = []
-    for cell_id, distance in ranked:
-        if cell_id in by_id:
-            cell = by_id[cell_id]
-            cell.distance = distance
-            cells.append(cell)
+    found = [(by_id[cell_id], distance) for cell_id, distance in ranked if cell_id in by_id]
+    cells = [cell for cell, _ in found]
     texts = _cell_texts(cells, wanted)
     context = render_context(texts, wanted, header=FRONTIER_HEADER)
-    items = [{**cell_summary(c), "score": round(1 - float(c.distance), 4),
-              "line": render_cell(t, wanted)} for c, t in zip(cells, texts, strict=True)]
+    items = [{**cell_summary(c), "score": round(1 - float(distance), 4),
+              "line": render_cell(t, wanted)} for (c, distance), t in zip(found, texts, strict=True)]
     return ReadResult("frontier", context, items, len(context))
 
 

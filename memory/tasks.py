@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from celery import shared_task
+from celery import Task, shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 from django.db import transaction
@@ -28,7 +28,7 @@ def _retry_policy() -> tuple[int, float, float]:
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
-def process_observation(self, evidence_id: int) -> str:  # type: ignore[no-untyped-def]
+def process_observation(self: Task, evidence_id: int) -> str:
     """Extract one observation (once), then commit whatever is next in its namespace.
 
     While its model is unreachable the task retries with backoff (the namespace waits: later

@@ -86,8 +86,14 @@ class FactIn(serializers.Serializer):
 class ObservationIn(serializers.Serializer):
     text = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
                                  max_length=settings.PMEM_MAX_TEXT_CHARS)
-    facts = FactIn(many=True, required=False, max_length=settings.PMEM_MAX_FACTS)
-    source = StrictCharField(required=False, allow_blank=True, max_length=200)
+    # many=True builds a ListSerializer, which takes max_length; the stubs type the call as
+    # FactIn's own constructor.
+    facts = FactIn(many=True, required=False,
+                   max_length=settings.PMEM_MAX_FACTS)  # type: ignore[call-arg]
+    # Declared fields named like a Field attribute (source, label, context) are collected
+    # into the serializer's fields all the same; the stubs see them as that attribute.
+    source = StrictCharField(required=False, allow_blank=True,
+                             max_length=200)  # type: ignore[assignment]
     observed_at = serializers.DateTimeField(required=False, allow_null=True)
     idempotency_key = StrictCharField(required=False, max_length=200)
 
@@ -171,12 +177,12 @@ class CellOpOut(serializers.Serializer):
 class GraphNodeOut(serializers.Serializer):
     id = serializers.CharField()
     kind = serializers.ChoiceField(choices=["evidence", "version", "operation", "tombstone"])
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
     status = serializers.CharField(required=False)
 
 
 class GraphEdgeOut(serializers.Serializer):
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
     target = serializers.CharField()
     type = serializers.ChoiceField(choices=["supported_by", "supersedes", "alternative_of",
                                             "revokes"])
@@ -219,7 +225,7 @@ class ReadIn(serializers.Serializer):
 
 class ReadOut(serializers.Serializer):
     mode = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)
+    context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # see source
     items = serializers.ListField(child=serializers.DictField())
     context_chars = serializers.IntegerField()
     note = serializers.CharField(required=False)
@@ -232,6 +238,6 @@ class AnswerIn(ReadIn):
 class AnswerOut(serializers.Serializer):
     answer = serializers.CharField(allow_blank=True)
     mode = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)
+    context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # see source
     context_chars = serializers.IntegerField()
     lookups = serializers.ListField(child=serializers.DictField())

@@ -83,7 +83,8 @@ def observation_body(evidence: Evidence) -> dict[str, Any]:
         "received_at": evidence.received_at, "committed_at": evidence.committed_at,
         "operations": [
             {"op": o.type, "requested": o.requested, "key": o.key, "value": o.value,
-             "version": o.version_id, "status": statuses.get(o.version_id), "reason": o.reason,
+             "version": o.version_id,
+             "status": statuses.get(o.version_id) if o.version_id else None, "reason": o.reason,
              "actor": o.actor}
             for o in ops
         ],

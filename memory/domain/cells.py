@@ -129,8 +129,8 @@ def _reject(state: CellState, req: OpRequest) -> Decision:
             return _create(OpType.REJECT, req.value)
         if same_value(head.value, req.value):
             raise InvalidOperation("invalid: reject value equals the head it rejects")
-        effects, new_head = _install(state, req.value, head_becomes=Status.CONTRADICTED)
-        return Decision(op=OpType.REJECT, effects=tuple(effects), head_id=new_head)
+        installed, new_id = _install(state, req.value, head_becomes=Status.CONTRADICTED)
+        return Decision(op=OpType.REJECT, effects=tuple(installed), head_id=new_id)
     if head is None:
         raise InvalidOperation("invalid: reject needs a head")
     effects: list[Effect] = [Retype(head.id, Status.CONTRADICTED)]

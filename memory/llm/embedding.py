@@ -16,13 +16,13 @@ import threading
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from django.conf import settings
 from django.core.signals import setting_changed
 
-if TYPE_CHECKING:
-    from .client import ModelClient
+from .client import ModelClient
 
 DEFAULT_DIM = 384
 
@@ -247,13 +247,9 @@ setting_changed.connect(_forget_embedder)
 
 
 def _build_embedder() -> Embedder:
-    from django.conf import settings
-
     dim = int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_DIM))
     base_url = getattr(settings, "PMEM_EMBED_BASE_URL", "") or ""
     if base_url:
-        from .client import ModelClient
-
         client = ModelClient(
             base_url=base_url,
             model=getattr(settings, "PMEM_EMBED_MODEL", "") or "default",

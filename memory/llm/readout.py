@@ -68,10 +68,10 @@ def lookup_step(client: ModelClient, *, question: str, context: str) -> LookupSt
     reply = client.chat_json(messages=prompts.lookup_messages(context=context, question=question),
                              schema=prompts.LOOKUP_SCHEMA, schema_name=prompts.READOUT)
     data: dict[str, Any] = reply.data if isinstance(reply.data, dict) else {}
-    costs = {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens}
+    tokens = (reply.prompt_tokens, reply.completion_tokens)
     if data.get("action") == "answer" and str(data.get("answer", "")).strip():
-        return LookupStep("answer", answer=str(data["answer"]).strip(), **costs)
+        return LookupStep("answer", str(data["answer"]).strip(), "", "", *tokens)
     if data.get("action") != "lookup":
-        return LookupStep("malformed", **costs)
-    return LookupStep("lookup", entity=str(data.get("entity", "")),
-                      relation=str(data.get("relation", "")), **costs)
+        return LookupStep("malformed", "", "", "", *tokens)
+    return LookupStep("lookup", "", str(data.get("entity", "")), str(data.get("relation", "")),
+                      *tokens)

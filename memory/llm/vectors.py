@@ -21,6 +21,11 @@ from memory.domain.render import embedding_text, key_text
 
 from .embedding import embed_batch, embedder_from_settings
 
+#: A vector as the commit carries it: a list, or a (read-only) numpy array of the embedder's.
+Vector = Sequence[float] | np.ndarray
+#: Texts (``key: value``, a key's words) and their vectors, computed before a commit.
+Vectors = dict[str, Vector]
+
 
 def pack_vector(vector: Sequence[float]) -> str:
     """A vector as base64 float32 (pgvector stores float4: nothing is lost), for JSON."""
@@ -75,13 +80,13 @@ def observation_vectors(*, text: str, facts: list[dict[str, Any]]) -> Observatio
 
 
 def commit_vectors(pairs: Iterable[tuple[Any, Any]],
-                   cached: dict[str, str]) -> dict[str, Sequence[float]]:
+                   cached: dict[str, str]) -> Vectors:
     """The vectors a commit of these ``(key, value)`` pairs may install (text -> vector):
     each ``key: value`` and each key, from the observation's ``cached`` vectors, the rest
     computed here when the embedder is cheap. Call it before the transaction opens; what is
     still missing (a rollback reinstating an older value) is refreshed after commit."""
     wanted = _texts(pairs)
-    out: dict[str, Sequence[float]] = {t: _unpacked(cached[t]) for t in wanted if t in cached}
+    out: Vectors = {t: _unpacked(cached[t]) for t in wanted if t in cached}
     missing = [t for t in wanted if t not in out]
     embedder = embedder_from_settings()
     if missing and getattr(embedder, "cheap", False):

@@ -35,6 +35,7 @@ from memory.domain import (
     normalize_key,
     policy,
 )
+from memory.llm.vectors import Vectors
 from memory.models import Cell, Evidence, Namespace, Operation
 
 from . import store
@@ -71,7 +72,7 @@ Slot = tuple[int | None, datetime | None]
 
 class Batch:
     def __init__(self, namespace: Namespace, overlay: Overlay,
-                 vectors: dict[str, Sequence[float]]) -> None:
+                 vectors: Vectors) -> None:
         self.namespace, self.overlay, self.vectors = namespace, overlay, vectors
         self.ops: list[PendingOp] = []
         self.evidence: Evidence | None = None
@@ -80,7 +81,7 @@ class Batch:
 
     @classmethod
     def open(cls, *, namespace: Namespace, keys: Sequence[str], creating: Sequence[str],
-             vectors: dict[str, Sequence[float]] | None = None,
+             vectors: Vectors | None = None,
              named: Sequence[int | None] = ()) -> Batch:
         """Lock the cells of ``keys`` (creating cells for ``creating``) inside the caller's
         transaction. ``vectors`` (text -> vector, computed before the transaction) let a

@@ -21,7 +21,7 @@ or processing, and the next delivery or drain finishes it exactly once.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -35,7 +35,7 @@ from memory.domain import UNSETTLED_STATES, EvidenceState, Plan, render
 from memory.llm.client import is_transport_error
 from memory.llm.embedding import EmbeddingError
 from memory.llm.extraction import extract_text, runs_locally
-from memory.llm.vectors import commit_vectors, observation_vectors
+from memory.llm.vectors import Vectors, commit_vectors, observation_vectors
 from memory.models import Cell, Evidence, KeyAlias, Namespace
 
 from .batch import Applied, Batch
@@ -357,7 +357,7 @@ class _Prepared:
     evidence: Evidence
     facts: list[dict[str, Any]]  # planned inside the commit, on the overlay (no model)
     plan: Plan | None  # planned before it (with a model): applied as it is
-    vectors: dict[str, Sequence[float]]  # what the commit may install (text -> vector)
+    vectors: Vectors  # what the commit may install (text -> vector)
     settled: Settled
     cached: dict[str, str] = field(default_factory=dict)  # packed vectors, for the refresh
 
@@ -434,7 +434,7 @@ def _open_batch(namespace: Namespace, prepared: list[_Prepared]) -> Batch:
     keys: list[str] = []
     creating: list[str] = []
     named: list[int | None] = []
-    vectors: dict[str, Sequence[float]] = {}
+    vectors: Vectors = {}
     for p in prepared:
         vectors.update(p.vectors)
         if p.plan is not None:

@@ -28,6 +28,7 @@ from memory.domain import (
     Status,
 )
 from memory.domain.render import embedding_text, key_text
+from memory.llm.vectors import Vectors
 from memory.models import EMBED_DIM, Cell, Evidence, Namespace, Operation
 
 from .binding import Float4Array, bound_cursor
@@ -70,7 +71,7 @@ class Written:
 
 
 def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now: datetime,
-          vectors: dict[str, Sequence[float]]) -> Written:
+          vectors: Vectors) -> Written:
     if not ops:  # an observation without facts: nothing was decided
         return Written([], lambda ref: ref)
     new_rows = sorted((r for r in overlay.rows.values() if r.new), key=lambda r: -r.id)
@@ -252,7 +253,7 @@ DELETE FROM memory_frontiervector AS f USING moved WHERE f.cell_id = moved.id
 
 
 def _move_heads(overlay: Overlay, ids: IdMap, now: datetime,
-                vectors: dict[str, Sequence[float]]) -> set[int]:
+                vectors: Vectors) -> set[int]:
     """ONE UPDATE for every cell the batch changed: the head pointer and, when ``vectors``
     hold the new ``key: value`` (they usually do), its embedding too, so the row is rewritten
     once; a created cell also gets its key embedding. A supported head (noop) leaves its row

@@ -1,4 +1,4 @@
-"""The frontier index kept off the commit path (issue 7): commits mark moved cells stale and
+"""The frontier index kept off the commit path (decisions 15, 18): commits mark moved cells stale and
 drop their indexed copies, reads merge the HNSW search with an exact scan of the stale cells,
 and a flush re-indexes them. Reads must be exact at every moment in between."""
 
