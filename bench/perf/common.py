@@ -17,10 +17,7 @@ from memory.services import namespace_create
 from memory.services.frontier import frontier_flush, frontier_flush_wait
 
 FACTS_PER_OBSERVATION = 30
-
-
 TOP_K = 12
-
 
 GOALS = {
     "services_facts_per_s": 2000.0,
@@ -63,7 +60,6 @@ INSERT_PROBE = 500  # vectors inserted one by one into each built index (the flu
 @dataclass
 class Perf:
     """What one run collects: flat result rows and the series the plots draw."""
-
     scale: str
     run_id: str
     out: Path
@@ -90,7 +86,6 @@ class Perf:
 
 
 def cursor() -> Any:
-
     return connection.cursor()
 
 
@@ -120,7 +115,6 @@ def ms(values: list[float]) -> tuple[float, float]:
 class StatementCounter:
     """Counts the SQL statements Django executes (``connection.execute_wrapper``), cheaply
     enough to stay on during a timed run. Transaction control (BEGIN/COMMIT) is not counted."""
-
     def __init__(self) -> None:
         self.n = 0
 
@@ -142,7 +136,6 @@ def fact_batch(prefix: str, first: int, keys: int, round_: int) -> list[dict[str
 
 
 def new_namespace(perf: Perf, part: str) -> Any:
-
     return namespace_create(name=f"perf-{perf.run_id}-{part}".lower()[:100])
 
 
@@ -153,7 +146,6 @@ def vector_literal(vector: Any) -> str:
 def flush_index(ns: Any) -> float:
     """Index what the run left outside the frontier index (after the background indexer is
     done with what it was asked to flush); seconds it took."""
-
     started = time.perf_counter()
     frontier_flush_wait()
     frontier_flush(namespace_id=ns.pk)

@@ -45,7 +45,6 @@ def _corpus(n: int) -> tuple[Any, list[str]]:
 
 
 def _load_scratch(table: str, vectors: Any) -> None:
-
     with cursor() as cur:
         cur.execute(f"DROP TABLE IF EXISTS {table}")
         cur.execute(f"CREATE TABLE {table} (id bigint PRIMARY KEY, namespace_id bigint,"
@@ -73,7 +72,6 @@ def _build_index(table: str, m: int, efc: int, halfvec: bool = False) -> float:
 def _search(table: str, qvecs: list[str], *, exact: bool, ef: int = 100,
             halfvec: bool = False) -> tuple[list[list[tuple[int, float]]], list[float]]:
     """Top-12 ids per query, the frontier read's shape (namespace filter, iterative scan)."""
-
     order = "embedding::halfvec(384) <=> %s::halfvec(384)" if halfvec else \
         "embedding <=> %s::vector"
     dist = order.replace(" <=> %s", " <=> %(q)s")
@@ -123,7 +121,6 @@ def _recall(found: list[list[tuple[int, float]]], truth: list[list[tuple[int, fl
 
 
 def frontier(perf: Perf) -> None:
-
     scale = SCALES[perf.scale]
     rows: list[dict[str, Any]] = []
     for size in scale.frontier_sizes:

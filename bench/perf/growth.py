@@ -36,7 +36,6 @@ def db_bytes() -> int:
 
 def read_probe(ns: Any, keys: list[str], queries: list[str]) -> dict[str, float]:
     """Latency and statements of the point read, the full cell and the frontier read."""
-
     out: dict[str, float] = {}
     for name, call in (
         ("cell_value", lambda i: cell_value(namespace=ns, key=keys[i % len(keys)])),
@@ -59,7 +58,6 @@ def read_probe(ns: Any, keys: list[str], queries: list[str]) -> dict[str, float]
 
 
 def growth(perf: Perf) -> None:
-
     scale = SCALES[perf.scale]
     ceiling = scale.growth_versions
     cells = max(ceiling // 40, FACTS_PER_OBSERVATION)
@@ -153,7 +151,6 @@ def frontier_plan(ns: Any) -> str:
 
 
 def point_read(perf: Perf) -> None:
-
     ns, keys = perf.growth_ns, perf.growth_keys  # type: ignore[attr-defined]
     head_ids = [int(scalar("SELECT head_id FROM memory_cell WHERE namespace_id = %s AND key = %s",
                             [ns.pk, k])) for k in keys[:50]]

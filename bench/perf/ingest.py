@@ -86,7 +86,6 @@ def ingest_services(perf: Perf) -> float:
 def copy_floor(perf: Perf, services_seconds: float) -> None:
     """The same number of rows as the services wrote, by COPY into a scratch table shaped like
     a version row: once in one COPY, and once as one COPY + COMMIT per observation."""
-
     scale = SCALES[perf.scale]
     facts = scale.ingest_observations * FACTS_PER_OBSERVATION
     with cursor() as cur:

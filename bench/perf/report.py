@@ -56,7 +56,6 @@ def markdown(config: dict[str, Any], results: list[dict[str, Any]]) -> str:
 
 
 def plot(path: Path, config: dict[str, Any], results: list[dict[str, Any]]) -> None:
-
     matplotlib.use("Agg")
 
     series = config.get("series", {})

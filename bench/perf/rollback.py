@@ -11,7 +11,6 @@ from .common import FACTS_PER_OBSERVATION, GOALS, SCALES, Perf, StatementCounter
 
 
 def rollback(perf: Perf) -> None:
-
     scale = SCALES[perf.scale]
     ns = new_namespace(perf, "rollback")
     revokes = 30

@@ -48,7 +48,6 @@ def _free_port() -> int:
 class Stack:
     """A gunicorn web process and a Celery worker (real subprocesses, own queue), sharing the
     benchmark's embedded PostgreSQL and Redis; their RSS is sampled while it runs."""
-
     def __init__(self, perf: Perf, patterns: Path | None) -> None:
         self.queue = f"pmem-perf-{uuid.uuid4().hex[:8]}"
         self.port = _free_port()

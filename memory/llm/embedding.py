@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-from django.conf import settings
+from django import conf
 from django.core.signals import setting_changed
 
 from .client import ModelClient
@@ -247,6 +247,7 @@ setting_changed.connect(_forget_embedder)
 
 
 def _build_embedder() -> Embedder:
+    settings = conf.settings  # looked up now: tests stand a settings object in for it
     dim = int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_DIM))
     base_url = getattr(settings, "PMEM_EMBED_BASE_URL", "") or ""
     if base_url:

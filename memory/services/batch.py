@@ -89,7 +89,8 @@ class Batch:
         commit."""
         now = timezone.now()
         normalized = [k for k in (normalize_key(k) for k in keys) if k]
-        overlay = locked_overlay(namespace, normalized, {normalize_key(k) for k in creating},
+        overlay = locked_overlay(namespace, normalized,
+                                 {n for n in (normalize_key(k) for k in creating) if n},
                                  now, [i for i in named if i is not None])
         batch = cls(namespace, overlay, vectors or {})
         batch.now = now
