@@ -146,10 +146,10 @@ class Batch:
         valid time than the head's, and contests the head when its source is trusted less
         than the head's support (decisions 10-12)."""
         head = self.overlay.head(cell)
-        if head is None or not policy.replaces_head(item.op, item.value, True,
-                                                    bool(item.payload.get("hard_commit"))):
+        hard_commit = bool(item.payload.get("hard_commit"))
+        if not policy.replaces_head(item.op, item.value, head is not None, hard_commit):
             return item, None
-        assert self.evidence is not None
+        assert head is not None and self.evidence is not None
         observed = self.evidence.observed_at
         if observed is not None and policy.is_late(observed, head.valid_from):
             return item, self.overlay.valid_time_slot(cell, observed)
