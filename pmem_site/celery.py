@@ -6,8 +6,6 @@ from typing import Any
 from celery import Celery
 from celery.signals import beat_init, worker_init
 
-from . import embedded
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
 
 app = Celery("pmem")
@@ -20,4 +18,8 @@ app.autodiscover_tasks()
 def _start_embedded_services(**_: Any) -> None:
     """A worker or beat started on its own (not by `make run`) starts the embedded services
     it needs, or joins the running ones."""
+    # Imported here, not at the top: the package imports this module, and
+    # `python -m pmem_site.embedded stop` would then find its own module imported twice.
+    from . import embedded
+
     embedded.start()
