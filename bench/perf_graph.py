@@ -287,8 +287,8 @@ def plot(path: Path, series: list[dict[str, Any]]) -> None:
         for bar, n in zip(drawn, sizes, strict=True):
             if n in rows and rows[n]["capped"]:
                 bar.set_hatch("//")
-                ax.annotate("killed at cap", (bar.get_x() + bar.get_width() / 2,
-                                              bar.get_height()),
+                ax.annotate(f"killed at\n{RSS_CAP_MIB / 1024:.0f} GiB cap",
+                            (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                             ha="center", va="bottom", fontsize=7)
             elif n in rows:
                 ax.annotate(f"{rows[n]['peak_mib']:.0f}", (bar.get_x() + bar.get_width() / 2,

@@ -174,8 +174,10 @@ def versions_with_value(*, namespace: Namespace, key: str, value: str) -> int:
 
 def cells_list(*, namespace: Namespace, status: str | None = None,
                search: str | None = None) -> QuerySet[Cell]:
-    """Cells of a namespace with their heads, newest change first; filter by cell status."""
-    qs = Cell.objects.filter(namespace=namespace).select_related("head")
+    """Cells of a namespace with their heads, newest change first; filter by cell status.
+    A page of cells shows no vectors: they stay in the database (decision 20)."""
+    qs = Cell.objects.filter(namespace=namespace).select_related("head").defer(
+        "embedding", "key_embedding", "embedded_text")
     if status == "empty":
         qs = qs.filter(head__isnull=True)
     elif status in ("active", "contested"):
