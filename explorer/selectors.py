@@ -186,7 +186,7 @@ def observation_page(*, namespace: Namespace, evidence_id: int) -> ObservationPa
     produced = Operation.objects.filter(evidence_id=evidence.pk)
     operations = list(produced.order_by("id").values(
         "id", "type", "requested", "key", "cell_id", "version_id", "reason", "actor",
-        value_head=Left("value", LIST_TEXT_CHARS), value_chars=Length("value")))
+        value_head=Left("value", LIST_TEXT_CHARS)))
     raw_outputs = list(produced.exclude(raw_output="").order_by("raw_output")
                        .values_list("raw_output", flat=True).distinct())
     return ObservationPage(evidence, operations, raw_outputs)
