@@ -18,6 +18,9 @@ machine is small and shared, so absolute figures drift from run to run):
   tables of 10k / 100k (/ 1M) cells against an exact scan (recall@12, p50/p95), over a grid
   of ``m`` / ``ef_construction`` / ``hnsw.ef_search``, and ``halfvec``.
 - **rollback**: revoke on a 1,000-version chain vs a 2-version chain.
+- **graph memory**: peak RSS of a gunicorn worker serving one cell's graph, the key grown to
+  1, 5, 20 observations of 500 facts x 1.9 KB (``bench/perf/graph.py``; ``--only graph`` runs
+  it alone, ``--baseline DIR`` measures older code beside this one).
 
 The scratch tables (``perf_*``) live in the benchmark's database and are dropped at the end.
 """
@@ -33,6 +36,7 @@ from django.db import connection
 
 from .common import GOALS, SCALES, Perf, scalar
 from .frontier import frontier
+from .graph import graph_memory
 from .growth import growth, point_read
 from .ingest import copy_floor, ingest_services
 from .report import NAME, markdown, plot, write
@@ -48,6 +52,26 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 progress=config.progress)
     perf.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    only = getattr(config, "only", None)  # "graph": that section alone
+    perf.stages = 1 if only else perf.stages + 1
+    if not only:
+        _all_but_graph(perf, scale)
+    perf.next_stage("graph memory: one cell's graph through gunicorn, peak worker RSS")
+    graph_memory(perf, getattr(config, "baseline", None))
+    perf.progress(perf.stages, perf.stages)
+
+    config_out = {
+        "run_id": config.run_id, "scale": scale, "scale_params": SCALES[scale].__dict__,
+        "goals": GOALS, "seconds": round(time.perf_counter() - started, 1),
+        "machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()},
+        "postgres": str(scalar("SHOW server_version")),
+        "pgvector": str(scalar("SELECT extversion FROM pg_extension WHERE extname = 'vector'")),
+        "database": connection.settings_dict["NAME"], "series": perf.series,
+    }
+    return config_out, perf.rows
+
+
+def _all_but_graph(perf: Perf, scale: str) -> None:
     perf.next_stage("ingest through the services (observations of 30 facts)")
     services = ingest_services(perf)
     perf.next_stage("COPY floor")
@@ -61,14 +85,3 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     rollback(perf)
     perf.next_stage("frontier top-12: HNSW vs exact scan")
     frontier(perf)
-    perf.progress(perf.stages, perf.stages)
-
-    config_out = {
-        "run_id": config.run_id, "scale": scale, "scale_params": SCALES[scale].__dict__,
-        "goals": GOALS, "seconds": round(time.perf_counter() - started, 1),
-        "machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()},
-        "postgres": str(scalar("SHOW server_version")),
-        "pgvector": str(scalar("SELECT extversion FROM pg_extension WHERE extname = 'vector'")),
-        "database": connection.settings_dict["NAME"], "series": perf.series,
-    }
-    return config_out, perf.rows

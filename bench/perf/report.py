@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from .common import GOALS  # noqa: E402
+from .graph import plot as plot_graph_memory  # noqa: E402
 
 NAME = "perf"
 
@@ -23,6 +24,8 @@ def write(out: Path, config: dict[str, Any], results: list[dict[str, Any]]) -> s
     table = markdown(config, results)
     (out / "perf.md").write_text(table)
     plot(out / "perf.png", config, results)
+    if config.get("series", {}).get("graph_memory"):
+        plot_graph_memory(out / "perf-graph-memory.png", config["series"]["graph_memory"])
     return table
 
 

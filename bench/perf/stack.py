@@ -39,7 +39,7 @@ from .common import (
 )
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
@@ -50,7 +50,7 @@ class Stack:
     benchmark's embedded PostgreSQL and Redis; their RSS is sampled while it runs."""
     def __init__(self, perf: Perf, patterns: Path | None) -> None:
         self.queue = f"pmem-perf-{uuid.uuid4().hex[:8]}"
-        self.port = _free_port()
+        self.port = free_port()
         self.logs = perf.out / "perf-logs"
         self.logs.mkdir(parents=True, exist_ok=True)
 
