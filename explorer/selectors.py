@@ -163,9 +163,10 @@ def operation_log(*, namespace: Namespace, key: str | None = None, actor: str | 
                     raw_chars=Length("raw_output")))
     if before is not None:
         qs = qs.filter(id__lt=before)
-    ops = list(qs[:limit])
+    ops: list[Operation] = list(qs[:limit])
     for o in ops:
-        o.raw_truncated = o.raw_chars > LOG_RAW_OUTPUT_CHARS
+        # Annotated attributes a template reads; django-stubs cannot see them on the model.
+        o.raw_truncated = o.raw_chars > LOG_RAW_OUTPUT_CHARS  # type: ignore[attr-defined]
     return ops
 
 
@@ -190,7 +191,7 @@ def observation_page(*, namespace: Namespace, evidence_id: int) -> ObservationPa
         value_head=Left("value", LIST_TEXT_CHARS)))
     raw_outputs = list(produced.exclude(raw_output="").order_by("raw_output")
                        .values_list("raw_output", flat=True).distinct())
-    return ObservationPage(evidence, operations, raw_outputs)
+    return ObservationPage(evidence, [dict(o) for o in operations], raw_outputs)
 
 
 def live_fingerprint(namespace: Namespace) -> str:
@@ -225,4 +226,4 @@ def explorer_graph(*, namespace: Namespace, key: str) -> ExplorerGraph | None:
     derived = [{"source": n["id"], "target": f"v{n['version']}", "type": "applied_to"}
                for n in graph["nodes"]
                if n["kind"] == "operation" and n.get("version") and f"v{n['version']}" in version_ids]
-    return ExplorerGraph(graph["key"], graph["nodes"], graph["edges"], derived)
+    return ExplorerGraph(str(graph["key"]), graph["nodes"], graph["edges"], derived)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -261,7 +261,7 @@ def evidence_heads(ids: Iterable[int], chars: int = GRAPH_TEXT_CHARS) -> dict[in
             for r in rows}
 
 
-def cell_graph(*, namespace: Namespace, key: str) -> dict[str, list[dict[str, Any]]] | None:
+def cell_graph(*, namespace: Namespace, key: str) -> dict[str, Any] | None:
     """The cell's provenance subgraph: versions, evidence, operations, tombstones, typed edges.
 
     Every observation an operation or a support edge names is one evidence node, read once
@@ -449,11 +449,13 @@ def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
 
 
 def evidence_line(e: Evidence) -> str:
-    """An observation on one line, as the raw reads show it."""
-    return " ".join(evidence_text(e.text, e.facts).split())
+    """An observation on one line, as the raw reads show it. The facts are read only when there
+    is no text (a deferred column is loaded on access: decision 21)."""
+    facts = None if e.text.strip() else e.facts
+    return " ".join(evidence_text(e.text, facts).split())
 
 
-def _load_facts_of_textless(rows: list[Evidence]) -> None:
+def _load_facts_of_textless(rows: Sequence[Evidence]) -> None:
     """A raw line is the text, else the facts (``evidence_text``): load the facts of the rows
     without text, and only theirs (decision 21)."""
     textless = [e for e in rows if not e.text.strip()]
