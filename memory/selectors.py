@@ -10,10 +10,23 @@ from typing import Any
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from memory.domain import HEAD_STATUSES, Status
 from memory.domain.render import CellText, ClosedVersion, render_cell
-from memory.models import Cell, Evidence, KeyAlias, Namespace, Operation, SupportEdge, Version
+from memory.domain.scopes import token_refusal
+from memory.models import (
+    ApiToken,
+    AuditEntry,
+    Cell,
+    Evidence,
+    KeyAlias,
+    Membership,
+    Namespace,
+    Operation,
+    SupportEdge,
+    Version,
+)
 from memory.models import Tombstone as TombstoneRow
 
 
@@ -493,3 +506,38 @@ def pruned_read(*, namespace: Namespace, query: str, k: int = 12, gate: bool = F
     context = "\n".join([RAW_HEADER, *(i["text"] for i in items)])
     return ReadResult("pruned", context, items, len(context),
                       note=f"pruned {len(dropped)} superseded observation(s)")
+
+
+# --- access: tokens, members, the audit log ---------------------------------------------------
+
+
+def tokens_list(*, namespace: Namespace) -> QuerySet[ApiToken]:
+    """The namespace's tokens, newest first (never a secret: the database has none)."""
+    return (ApiToken.objects.filter(namespace=namespace).select_related("created_by")
+            .order_by("-id"))
+
+
+def token_row(token: ApiToken) -> dict[str, Any]:
+    """One token as ``pmem_token list`` prints it and the explorer shows it."""
+    refusal = token_refusal(revoked_at=token.revoked_at, expires_at=token.expires_at,
+                            now=timezone.now())
+    return {"id": token.pk, "namespace": token.namespace.name, "prefix": token.prefix,
+            "name": token.name, "client": token.client, "scope": token.scope,
+            "created_by": token.created_by.get_username() if token.created_by else None,
+            "created_at": token.created_at, "expires_at": token.expires_at,
+            "last_used_at": token.last_used_at, "revoked_at": token.revoked_at,
+            "state": (refusal or "token active").removeprefix("token ")}
+
+
+def token_rows(*, namespace: Namespace) -> list[dict[str, Any]]:
+    return [token_row(t) for t in tokens_list(namespace=namespace).select_related("namespace")]
+
+
+def members_list(*, namespace: Namespace) -> QuerySet[Membership]:
+    return (Membership.objects.filter(namespace=namespace).select_related("user")
+            .order_by("user__username"))
+
+
+def audit_list(*, namespace: Namespace, limit: int = 100) -> list[AuditEntry]:
+    """The access audit log of a namespace, newest first."""
+    return list(AuditEntry.objects.filter(namespace=namespace).order_by("-id")[:limit])

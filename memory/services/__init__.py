@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from .graph import Applied, CellNotFound, OpInput, apply_in_transaction, operation_apply
-from .namespaces import InvalidName, membership_set, namespace_create, token_create
+from .namespaces import (
+    InvalidName,
+    LastAdmin,
+    membership_remove,
+    membership_set,
+    namespace_create,
+)
 from .observations import (
     ExtractionFailed,
     Recorded,
@@ -27,5 +33,17 @@ __all__ = [
 ]
 
 from .erase import cell_erase  # noqa: E402
+from .tokens import (  # noqa: E402
+    TokenRejected,
+    audit_record,
+    demo_secret,
+    token_authenticate,
+    token_create,
+    token_digest,
+    token_revoke,
+    token_usable,
+)
 
-__all__ += ["cell_erase"]
+__all__ += ["LastAdmin", "TokenRejected", "audit_record", "cell_erase", "demo_secret",
+            "membership_remove", "token_authenticate", "token_digest", "token_revoke",
+            "token_usable"]
