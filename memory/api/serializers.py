@@ -8,6 +8,7 @@ from django.conf import settings
 from rest_framework import serializers
 
 from memory.domain import OpType, normalize_key
+from memory.domain.scopes import Scope
 
 
 class StrictCharField(serializers.CharField):
@@ -228,3 +229,12 @@ class AnswerOut(serializers.Serializer):
     context = serializers.CharField(allow_blank=True)
     context_chars = serializers.IntegerField()
     lookups = serializers.ListField(child=serializers.DictField())
+
+
+class WhoAmIOut(serializers.Serializer):
+    namespace = serializers.CharField()
+    scope = serializers.ChoiceField(choices=[s.value for s in Scope])
+    client = serializers.CharField(help_text="operations are signed api:<client>")
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="the token's first characters (the rest is secret)")
+    expires_at = serializers.DateTimeField(allow_null=True)
