@@ -1,6 +1,7 @@
 """Who may see and who may act on a namespace in the explorer.
 
-A member with role ``viewer`` sees; ``reviewer`` may act; superusers see and act everywhere.
+A member with role ``viewer`` sees; ``reviewer`` may act; ``admin`` may act and manage the
+namespace's members and API tokens; superusers see, act and manage everywhere.
 A namespace the user is not a member of answers 404, so its existence does not leak.
 """
 
@@ -21,11 +22,15 @@ class Access:
     """The namespace a request works on and what the user may do there."""
 
     namespace: Namespace
-    role: str  # viewer | reviewer | superuser
+    role: str  # viewer | reviewer | admin | superuser
 
     @property
     def can_act(self) -> bool:
-        return self.role in (Membership.Role.REVIEWER, "superuser")
+        return self.role in (Membership.Role.REVIEWER, Membership.Role.ADMIN, "superuser")
+
+    @property
+    def can_manage(self) -> bool:
+        return self.role in (Membership.Role.ADMIN, "superuser")
 
 
 def visible_namespaces(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Namespace]:
@@ -52,3 +57,9 @@ def require_reviewer(access: Access) -> None:
     """Refuse a write by a viewer: the buttons are hidden, and a forged POST gets 403."""
     if not access.can_act:
         raise PermissionDenied("reviewers only")
+
+
+def require_admin(access: Access) -> None:
+    """Members and tokens are managed by the namespace's admins (and superusers) only."""
+    if not access.can_manage:
+        raise PermissionDenied("admins only")
