@@ -57,10 +57,7 @@ def _page(request: HttpRequest, access: Access, *, status: int = 200,
         "member_form": extra.pop("member_form", None) or MemberForm(),
         **extra,
     }
-    response = render(request, "explorer/access.html", context, status=status)
-    if "new_token" in extra:
-        response["Cache-Control"] = "no-store"  # the one page that holds a secret
-    return response
+    return render(request, "explorer/access.html", context, status=status)
 
 
 @never_cache
@@ -70,7 +67,7 @@ def access_page(request: HttpRequest, ns: str) -> HttpResponse:
     return _page(request, _admin_access(request, ns))
 
 
-@never_cache
+@never_cache  # no-store: the one answer that holds a secret
 @login_required
 @require_POST
 def token_add(request: HttpRequest, ns: str) -> HttpResponse:

@@ -83,6 +83,7 @@ class TokenForm(forms.Form):
                            help_text="Who holds it, e.g. the agent's name; signs its operations.")
     scope = forms.ChoiceField(choices=SCOPES, initial=DEFAULT_SCOPE.value)
     expires_days = forms.IntegerField(required=False, min_value=1, max_value=3650,
+                                      label="Expires in days",
                                       help_text="Empty: never expires.")
 
 

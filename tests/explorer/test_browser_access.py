@@ -39,7 +39,7 @@ def test_an_admin_makes_a_token_sees_it_once_and_revokes_it(browsing: Browsing, 
     form = b.page.get_by_role("form", name="New token")
     form.get_by_label("Name").fill("planner")
     form.get_by_label("Scope").select_option("read")
-    form.get_by_label("Expires days").fill("30")
+    form.get_by_label("Expires in days").fill("30")
     form.get_by_role("button", name="Create token").click()
     secret = b.page.locator("#new-token-secret").inner_text().strip()
     assert secret.startswith("pmem_")

@@ -16,8 +16,10 @@ DEPLOY_CHECKS = ("security.W004", "security.W008", "security.W012", "security.W0
 
 
 def _env(**extra: str) -> dict[str, str]:
+    # The browser tests' conftest sets DJANGO_ALLOW_ASYNC_UNSAFE, which a deployment must not.
     env = {k: v for k, v in os.environ.items()
-           if k not in ("PMEM_HTTPS", "PMEM_SECRET_KEY", "PMEM_ALLOWED_HOSTS")}
+           if k not in ("PMEM_HTTPS", "PMEM_SECRET_KEY", "PMEM_ALLOWED_HOSTS",
+                        "DJANGO_ALLOW_ASYNC_UNSAFE")}
     return {**env, "DJANGO_SETTINGS_MODULE": "pmem_site.settings", **extra}
 
 
