@@ -21,7 +21,7 @@ from memory.models import Evidence, Operation, Version
 from memory.services import cell_erase, observation_record, operation_apply
 
 from . import serializers as s
-from .auth import actor_of, namespace_for
+from .auth import TokenClient, actor_of, namespace_for, token_scope
 from .errors import PayloadTooLarge
 
 log = logging.getLogger("pmem.api")
@@ -65,6 +65,19 @@ def _next_url(request: Request, **params: Any) -> str:
     query = {k: v for k, v in request.query_params.items() if k not in params}
     query.update(params)
     return request.build_absolute_uri(request.path) + "?" + urlencode(query)
+
+
+class WhoamiView(APIView):
+    @extend_schema(responses=s.WhoamiOut, operation_id="whoami",
+                   summary="The namespace, scope and client name of the token that asks")
+    def get(self, request: Request) -> Response:
+        user = request.user
+        if not isinstance(user, TokenClient):
+            raise exceptions.ValidationError(
+                {"Authorization": "whoami describes an API token: send 'Token <token>'"})
+        token = user.token
+        return Response({"namespace": token.namespace.name, "scope": token_scope(token),
+                         "client": token.client})
 
 
 # --- observations ----------------------------------------------------------------------------
@@ -130,7 +143,8 @@ class ObservationsView(NamespaceView):
         data = s.ObservationIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit") if k in f}
+        facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit",
+                                      "reason") if k in f}
                  for f in v.get("facts", [])]
         recorded = observation_record(
             namespace=namespace, text=v.get("text", ""), facts=facts or None,

@@ -342,7 +342,7 @@ def _plan_items(plan: Plan, facts: list[dict[str, Any]], actor: str, client: Any
         value = fact.get("value")
         value = None if value is None else str(value)
         if fact.get("op"):
-            op, reason, raw = OpType(fact["op"]), "", ""
+            op, reason, raw = OpType(fact["op"]), str(fact.get("reason") or ""), ""
             version = fact.get("version")
             fact_actor = actor or "api"
         else:
