@@ -88,7 +88,7 @@ class Perf:
     rows: list[dict[str, Any]] = field(default_factory=list)
     series: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     stage: int = 0
-    stages: int = 7
+    stages: int = 8
 
     def add(self, section: str, metric: str, value: Any, unit: str = "", **extra: Any) -> None:
         if isinstance(value, float):
@@ -933,6 +933,10 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     _rollback(perf)
     perf.next_stage("frontier top-12: HNSW vs exact scan")
     _frontier(perf)
+    perf.next_stage("agents: MCP vs REST round trips")
+    from . import agents  # its own module (bench/agents.py)
+
+    agents.measure(perf)
     perf.progress(perf.stages, perf.stages)
     from django.db import connection
 

@@ -357,6 +357,12 @@ def run_perf(config: RunConfig) -> Results:
     return perf.run(config)
 
 
+def run_agents(config: RunConfig) -> Results:
+    from . import agents
+
+    return agents.run(config)
+
+
 SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     alfworld.NAME: run_alfworld,
     retraction.NAME: run_retraction,
@@ -365,4 +371,5 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "longmemeval": run_longmemeval,
     "locomo": run_locomo,
     "perf": run_perf,
+    "agents": run_agents,  # perf's "agents" section alone
 }

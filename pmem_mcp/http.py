@@ -23,7 +23,7 @@ import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 import pmem_client
 from pmem_client import AsyncClient, Whoami
@@ -95,30 +95,45 @@ class ClientPool:
 
 
 class ApiUnavailable:
-    """Answers 503 (with ``Retry-After``) when the API cannot be reached to verify a token,
-    instead of the bare 500 an exception in the authentication middleware would give."""
+    """Answers 503 (with ``Retry-After``) when the API cannot be reached to verify a token.
+
+    The token is verified inside Starlette's authentication middleware, where an exception
+    becomes a 500 page (sent by Starlette's outermost middleware, which then re-raises). So a
+    500 is held back here until the request ends: replaced by a 503 when what was raised is
+    the API being unreachable, passed on unchanged otherwise."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        started = False
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        held: list[Message] = []
 
-        async def tracking(message: dict) -> None:  # type: ignore[type-arg]
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
+        async def holding(message: Message) -> None:
+            if held or (message["type"] == "http.response.start" and message["status"] == 500):
+                held.append(message)
+            else:
+                await send(message)
 
         try:
-            await self.app(scope, receive, tracking)
+            await self.app(scope, receive, holding)
         except pmem_client.TransportError as exc:
-            if started or scope["type"] != "http":
+            if not held:
                 raise
             body = json.dumps({"error": f"the P-Mem API is unreachable: {exc}"}).encode()
             await send({"type": "http.response.start", "status": 503,
                         "headers": [(b"content-type", b"application/json"),
                                     (b"retry-after", b"1")]})
             await send({"type": "http.response.body", "body": body})
+            return
+        except BaseException:
+            for message in held:
+                await send(message)
+            raise
+        for message in held:
+            await send(message)
 
 
 def create_app(api_url: str) -> ASGIApp:

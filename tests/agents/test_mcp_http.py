@@ -180,3 +180,16 @@ def test_a_missing_or_wrong_token_is_refused_before_any_tool_runs(api_url, mcp_u
     with pytest.raises(Exception):  # noqa: B017 - the SDK's error for a 401 varies by version
         anyio.run(session)
     assert not Evidence.objects.filter(namespace=ns).exists()
+
+
+def test_an_unreachable_api_answers_503_not_500(tmp_path):
+    from tests.support.mcp import free_port, mcp_http_process
+
+    hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                        "clientInfo": {"name": "t", "version": "0"}}}
+    with mcp_http_process(f"http://127.0.0.1:{free_port()}", tmp_path) as url:
+        answer = httpx2.post(url, json=hello, timeout=60, headers={
+            "Accept": "application/json, text/event-stream", "Authorization": "Bearer any"})
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
+    assert "unreachable" in answer.json()["error"]
