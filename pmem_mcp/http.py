@@ -49,6 +49,7 @@ class ClientPool:
         self.api_url = api_url
         self._clients: OrderedDict[str, AsyncClient] = OrderedDict()
         self._verified: dict[str, tuple[float, Whoami]] = {}
+        self._closing: set[asyncio.Task[None]] = set()  # evicted clients being closed
 
     @staticmethod
     def _id(token: str) -> str:
@@ -65,7 +66,9 @@ class ClientPool:
         while len(self._clients) > MAX_CLIENTS:
             old_key, old = self._clients.popitem(last=False)
             self._verified.pop(old_key, None)
-            asyncio.get_running_loop().create_task(old.aclose())
+            task = asyncio.get_running_loop().create_task(old.aclose())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
         return made
 
     async def verify_token(self, token: str) -> AccessToken | None:

@@ -97,3 +97,18 @@ def test_an_unreachable_server_raises_transport_error():
     with Client("http://127.0.0.1:9", "token", retry=Retry(attempts=2, backoff=0.01)) as memory, \
             pytest.raises(pmem_client.TransportError):
         memory.whoami()
+
+
+def test_as_of_is_passed_to_the_api_as_an_instant(api_url, agent):
+    from datetime import UTC, datetime
+    from urllib.parse import parse_qs, urlsplit
+
+    ns, token = agent()
+    with FlakyProxy(api_url) as proxy, Client(proxy.url, token) as memory:
+        memory.remember(facts=[{"key": "lamp", "value": "on"}])
+        when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+        assert memory.get_fact("lamp", as_of=when).value == "on"
+        asked = proxy.requests("GET", "/cells/lamp/")[-1][2]
+        assert parse_qs(urlsplit(asked).query)["as_of"] == ["2026-01-02T03:04:05+00:00"]
+        with pytest.raises(ValueError, match="time zone"):
+            memory.get_fact("lamp", as_of=datetime(2026, 1, 2))
