@@ -1,5 +1,5 @@
-"""``pmem_bench perf``, section "agents" (also ``pmem_bench agents`` alone): what the MCP
-server costs an agent.
+"""``pmem_bench perf``, section "agents" (alone: ``--only agents``): what the MCP server costs
+an agent.
 
 The round trip an agent makes all the time — ``remember`` a fact and wait for its commit,
 then ``recall`` — through MCP over streamable HTTP (the official SDK's client, one session,
@@ -12,7 +12,6 @@ starts them, and the MCP server from ``pmem_site.run.mcp_command``. Goal: MCP p5
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
@@ -181,7 +180,7 @@ def _ms(values: list[float], q: float) -> float:
     return 1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def measure(perf: Any) -> None:
+def agents_round_trips(perf: Any) -> None:
     """Run the section: result rows into ``perf``, its series, and ``perf-agents.png``."""
     import anyio
 
@@ -232,41 +231,3 @@ def plot(path: Path, times: dict[str, list[float]], ratio: float) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-# --- alone: ``pmem_bench agents`` ------------------------------------------------------------
-
-
-def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from .perf import Perf
-
-    perf = Perf(scale=getattr(config, "scale", None) or "medium", run_id=config.run_id[-6:],
-                out=Path(config.out), progress=config.progress, stages=1)
-    perf.out.mkdir(parents=True, exist_ok=True)
-    perf.next_stage("agents: MCP vs REST round trips")
-    started = time.perf_counter()
-    measure(perf)
-    perf.progress(1, 1)
-    from django.db import connection
-
-    with connection.cursor() as cur:
-        cur.execute("SELECT current_setting('server_version'), (SELECT extversion FROM"
-                    " pg_extension WHERE extname = 'vector')")
-        postgres, pgvector = cur.fetchone()
-    return {"run_id": config.run_id, "scale": perf.scale, "rounds": ROUNDS.get(perf.scale),
-            "seconds": round(time.perf_counter() - started, 1),
-            "postgres": postgres, "pgvector": pgvector,
-            "machine": {"cpus": os.cpu_count(), "load_avg": os.getloadavg()},
-            "series": perf.series}, perf.rows
-
-
-def write(out: Path, config: dict[str, Any], results: list[dict[str, Any]]) -> str:
-    """agents.json and agents.md (``perf-agents.png`` was drawn by the run)."""
-    from .perf import markdown
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"{NAME}.json").write_text(json.dumps({"scenario": NAME, "config": config,
-                                                  "results": results}, indent=1, default=str))
-    table = markdown({**config, "scale": f"{config.get('scale')}, agents only"}, results)
-    (out / f"{NAME}.md").write_text(table)
-    return table

@@ -18,6 +18,9 @@ machine is small and shared, so absolute figures drift from run to run):
   tables of 10k / 100k (/ 1M) cells against an exact scan (recall@12, p50/p95), over a grid
   of ``m`` / ``ef_construction`` / ``hnsw.ef_search``, and ``halfvec``.
 - **rollback**: revoke on a 1,000-version chain vs a 2-version chain.
+- **graph memory**: peak RSS of a gunicorn worker serving one cell's graph, the key grown to
+  1, 5, 20 observations of 500 facts x 1.9 KB (``bench/perf_graph.py``; ``--only graph`` runs
+  it alone, ``--baseline DIR`` measures older code beside this one).
 
 The scratch tables (``perf_*``) live in the benchmark's database and are dropped at the end.
 """
@@ -88,7 +91,7 @@ class Perf:
     rows: list[dict[str, Any]] = field(default_factory=list)
     series: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     stage: int = 0
-    stages: int = 8
+    stages: int = 7
 
     def add(self, section: str, metric: str, value: Any, unit: str = "", **extra: Any) -> None:
         if isinstance(value, float):
@@ -920,23 +923,32 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 progress=config.progress)
     perf.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    perf.next_stage("ingest through the services (observations of 30 facts)")
-    services = _ingest_services(perf)
-    perf.next_stage("COPY floor")
-    _copy_floor(perf, services)
-    perf.next_stage("ingest through API (gunicorn) + Celery worker")
-    _api_and_stream(perf, services)
-    perf.next_stage(f"growth to {SCALES[scale].growth_versions} versions, reads at 1x/40x")
-    _growth(perf)
-    _point_read(perf)
-    perf.next_stage("rollback on a long vs a short chain")
-    _rollback(perf)
-    perf.next_stage("frontier top-12: HNSW vs exact scan")
-    _frontier(perf)
-    perf.next_stage("agents: MCP vs REST round trips")
-    from . import agents  # its own module (bench/agents.py)
+    only = getattr(config, "only", None)  # "graph" or "agents": that section alone
+    perf.stages = 1 if only else perf.stages + 2
+    if not only:
+        perf.next_stage("ingest through the services (observations of 30 facts)")
+        services = _ingest_services(perf)
+        perf.next_stage("COPY floor")
+        _copy_floor(perf, services)
+        perf.next_stage("ingest through API (gunicorn) + Celery worker")
+        _api_and_stream(perf, services)
+        perf.next_stage(f"growth to {SCALES[scale].growth_versions} versions, reads at 1x/40x")
+        _growth(perf)
+        _point_read(perf)
+        perf.next_stage("rollback on a long vs a short chain")
+        _rollback(perf)
+        perf.next_stage("frontier top-12: HNSW vs exact scan")
+        _frontier(perf)
+    if only in (None, "graph"):
+        from bench.perf_graph import graph_memory
 
-    agents.measure(perf)
+        perf.next_stage("graph memory: one cell's graph through gunicorn, peak worker RSS")
+        graph_memory(perf, getattr(config, "baseline", None))
+    if only in (None, "agents"):
+        from bench.agents import agents_round_trips
+
+        perf.next_stage("agents: MCP vs REST round trips")
+        agents_round_trips(perf)
     perf.progress(perf.stages, perf.stages)
     from django.db import connection
 
@@ -959,6 +971,10 @@ def write(out: Path, config: dict[str, Any], results: list[dict[str, Any]]) -> s
     table = markdown(config, results)
     (out / "perf.md").write_text(table)
     plot(out / "perf.png", config, results)
+    if config.get("series", {}).get("graph_memory"):
+        from bench.perf_graph import plot as plot_graph_memory
+
+        plot_graph_memory(out / "perf-graph-memory.png", config["series"]["graph_memory"])
     return table
 
 

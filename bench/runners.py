@@ -36,6 +36,8 @@ class RunConfig:
     client: Any = None  # memory.llm.client.ModelClient, or None: no model configured
     progress: Progress = field(default=lambda done, total: None)
     scale: str = "medium"  # perf: small | medium | full
+    only: str | None = None  # perf: one section alone ("graph", "agents")
+    baseline: Path | None = None  # perf graph memory: older code measured beside this one
 
     @property
     def model(self) -> str | None:
@@ -357,12 +359,6 @@ def run_perf(config: RunConfig) -> Results:
     return perf.run(config)
 
 
-def run_agents(config: RunConfig) -> Results:
-    from . import agents
-
-    return agents.run(config)
-
-
 SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     alfworld.NAME: run_alfworld,
     retraction.NAME: run_retraction,
@@ -371,5 +367,4 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "longmemeval": run_longmemeval,
     "locomo": run_locomo,
     "perf": run_perf,
-    "agents": run_agents,  # perf's "agents" section alone
 }
