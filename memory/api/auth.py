@@ -25,10 +25,6 @@ class TokenClient:
     is_anonymous: bool = False
     is_superuser: bool = False
 
-    @property
-    def actor(self) -> str:
-        return f"api:{self.token.client}"
-
 
 class NamespaceTokenAuthentication(authentication.TokenAuthentication):
     keyword = "Token"
