@@ -28,6 +28,12 @@ def _demo_credentials() -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+def mcp_command(port: int, api_url: str) -> list[str]:
+    """The MCP server (streamable HTTP at /mcp) beside the web server, calling its API.
+    Tests start it with this same command line."""
+    return [sys.executable, "-m", "pmem_mcp", "--port", str(port), "--api-url", api_url]
+
+
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
@@ -52,6 +58,7 @@ def main() -> int:
     embedded_db = not os.environ.get("DATABASE_URL")
     embedded_broker = not os.environ.get("REDIS_URL")
     port = int(os.environ.get("PMEM_PORT", "8000"))
+    mcp_port = int(os.environ.get("PMEM_MCP_PORT", "8001"))
     print(f"P-Mem: data in {embedded.data_dir()}", flush=True)
     embedded.start()
     children: list[subprocess.Popen[bytes]] = []
@@ -90,11 +97,15 @@ def main() -> int:
              "--threads", "4", "--worker-class", "gthread", "--timeout", "120",
              "--graceful-timeout", "5", "--access-logfile", "-"],
             cwd=BASE_DIR))
+        children.append(subprocess.Popen(mcp_command(mcp_port, f"http://127.0.0.1:{port}"),
+                                         cwd=BASE_DIR))
         print("\n" + "=" * 64, flush=True)
         print(f"  P-Mem is up:   http://127.0.0.1:{port}/", flush=True)
         print("  Explorer login: demo / demo  (reviewer of namespace 'demo')", flush=True)
         print(f"  Demo API token: {token}", flush=True)
         print(f"  API docs:       http://127.0.0.1:{port}/api/docs/", flush=True)
+        print(f"  MCP (agents):   http://127.0.0.1:{mcp_port}/mcp  (Bearer <api token>)",
+              flush=True)
         print("  Ctrl-C stops everything.", flush=True)
         print("=" * 64 + "\n", flush=True)
         signal.signal(signal.SIGTERM, _interrupt)

@@ -70,6 +70,7 @@ INSTALLED_APPS = [
     "django_htmx",
     "memory",
     "explorer",
+    "pmem_mcp",  # the stdio MCP command (no models)
 ]
 
 MIDDLEWARE = [

@@ -34,6 +34,7 @@ from typing import Any
 
 from django.db import connection
 
+from .agents import agents_round_trips
 from .common import GOALS, SCALES, Perf, scalar
 from .frontier import frontier
 from .graph import graph_memory
@@ -52,12 +53,16 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 progress=config.progress)
     perf.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    only = getattr(config, "only", None)  # "graph": that section alone
-    perf.stages = 1 if only else perf.stages + 1
+    only = getattr(config, "only", None)  # "graph" or "agents": that section alone
+    perf.stages = 1 if only else perf.stages + 2
     if not only:
         _all_but_graph(perf, scale)
-    perf.next_stage("graph memory: one cell's graph through gunicorn, peak worker RSS")
-    graph_memory(perf, getattr(config, "baseline", None))
+    if only in (None, "graph"):
+        perf.next_stage("graph memory: one cell's graph through gunicorn, peak worker RSS")
+        graph_memory(perf, getattr(config, "baseline", None))
+    if only in (None, "agents"):
+        perf.next_stage("agents: MCP vs REST round trips")
+        agents_round_trips(perf)
     perf.progress(perf.stages, perf.stages)
 
     config_out = {

@@ -35,10 +35,6 @@ class TokenClient:
     is_superuser: bool = False
 
     @property
-    def actor(self) -> str:
-        return f"api:{self.token.client}"
-
-    @property
     def scope(self) -> Scope:
         return Scope(self.token.scope)
 
@@ -77,10 +73,24 @@ class NamespaceTokenAuthentication(authentication.BaseAuthentication):
         return self.keyword  # makes DRF answer 401 (with WWW-Authenticate), not 403
 
 
+#: The channels a token's request may declare in ``X-Pmem-Channel``: the prefix of the actor
+#: signed on what it writes (``mcp:<client>`` for the MCP server, docs/decisions.md "The MCP
+#: server signs its writes mcp:<client>"). A label, not a privilege: the namespace, the client
+#: name and what the token may do stay the token's.
+CHANNELS = ("api", "mcp")
+
+
+def channel_of(request: Request) -> str:
+    channel = request.META.get("HTTP_X_PMEM_CHANNEL") or "api"
+    if channel not in CHANNELS:
+        raise exceptions.ValidationError({"X-Pmem-Channel": f"one of {', '.join(CHANNELS)}"})
+    return channel
+
+
 def actor_of(request: Request) -> str:
     user = request.user
     if isinstance(user, TokenClient):
-        return user.actor
+        return f"{channel_of(request)}:{user.token.client}"
     return f"user:{user.get_username()}"
 
 

@@ -74,6 +74,9 @@ class FactIn(serializers.Serializer):
     op = serializers.ChoiceField(choices=OPS, required=False)
     version = StrictIntegerField(min_value=1, max_value=BIGINT_MAX, required=False)
     hard_commit = StrictBooleanField(required=False, default=False)
+    # Why a fact with an explicit op was sent (an agent retracting its own update): recorded
+    # on the operation like the reason of a reviewer's action.
+    reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
 
     def validate_key(self, key: str) -> str:
         if not normalize_key(key):
@@ -102,6 +105,7 @@ class ObservationIn(serializers.Serializer):
         if not (attrs.get("text") or "").strip() and not attrs.get("facts"):
             raise serializers.ValidationError({"text": "give text and/or facts"})
         return attrs
+
 
 
 class OperationSummaryOut(serializers.Serializer):

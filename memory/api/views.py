@@ -182,7 +182,8 @@ class ObservationsView(NamespaceView):
         data = s.ObservationIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit") if k in f}
+        facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit",
+                                      "reason") if k in f}
                  for f in v.get("facts", [])]
         recorded = observation_record(
             namespace=namespace, text=v.get("text", ""), facts=facts or None,

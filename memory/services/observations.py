@@ -126,9 +126,13 @@ def _take_seqs(namespace: Namespace, n: int) -> int:
 
 
 def _fact_dict(key: str, value: str | None, *, op: str | None = None, version: int | None = None,
-               hard_commit: bool = False, assertion: str = "asserted") -> dict[str, Any]:
-    return {"key": key, "value": value, "op": op, "version": version, "hard_commit": hard_commit,
+               hard_commit: bool = False, assertion: str = "asserted",
+               reason: str = "") -> dict[str, Any]:
+    fact = {"key": key, "value": value, "op": op, "version": version, "hard_commit": hard_commit,
             "assertion": assertion}
+    if reason:
+        fact["reason"] = reason
+    return fact
 
 
 def extract_facts(evidence: Evidence) -> dict[str, Any]:
@@ -136,7 +140,7 @@ def extract_facts(evidence: Evidence) -> dict[str, Any]:
     text yields (the model when one is configured, else the rule extractor). No DB access."""
     facts = [
         _fact_dict(f["key"], f.get("value"), op=f.get("op"), version=f.get("version"),
-                   hard_commit=bool(f.get("hard_commit")))
+                   hard_commit=bool(f.get("hard_commit")), reason=f.get("reason") or "")
         for f in (evidence.facts or [])
     ]
     result: dict[str, Any] = {"facts": facts, "extractor": "client" if facts else None,

@@ -58,7 +58,7 @@ def plan_facts(*, facts: list[dict[str, Any]], actor: str, overlay: Overlay,
         key = normalize_key(fact["key"])
         value = None if fact.get("value") is None else str(fact["value"])
         if fact.get("op"):
-            op, reason, raw = OpType(fact["op"]), "", ""
+            op, reason, raw = OpType(fact["op"]), str(fact.get("reason") or ""), ""
             version, fact_actor = fact.get("version"), actor or CLIENT_ACTOR
         else:
             ann = annotated[id(fact)]

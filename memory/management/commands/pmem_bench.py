@@ -67,9 +67,9 @@ class Command(BaseCommand):
         parser.add_argument("--scale", choices=("small", "medium", "full"), default="medium",
                             help="perf: small (minutes), medium (100k versions/cells, the "
                                  "default) or full (1M)")
-        parser.add_argument("--only", choices=("graph",), default=None,
+        parser.add_argument("--only", choices=("graph", "agents"), default=None,
                             help="perf: run one section alone (graph: a cell graph's peak "
-                                 "web-worker RSS)")
+                                 "web-worker RSS; agents: MCP vs REST round trips)")
         parser.add_argument("--baseline", type=Path, default=None,
                             help="perf graph: a checkout of older code (same schema) whose "
                                  "gunicorn is measured beside this one")

@@ -1,0 +1,62 @@
+"""``manage.py pmem_mcp --namespace NAME`` (or ``--token TOKEN``): P-Mem's MCP tools over
+stdio, for MCP clients that start their servers as commands.
+
+With ``--token`` the agent acts as that token. With ``--namespace`` the command makes a token
+of the namespace for the session (its client name, ``--client``, signs the writes
+``mcp:<client>``) and deletes it when the session ends; the namespace is created if it does
+not exist, as ``pmem_namespace create`` does.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import anyio
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+import pmem_client
+from memory.models import ApiToken
+from memory.services import InvalidName, namespace_create, token_create, token_revoke
+from pmem_mcp.stdio import in_process_client, serve
+
+
+class Command(BaseCommand):
+    help = "Serve P-Mem's MCP tools over stdio (stdout carries the protocol only)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        who = parser.add_mutually_exclusive_group(required=True)
+        who.add_argument("--namespace", help="the memory to serve (a token is made for it)")
+        who.add_argument("--token", help="an API token: serve its namespace, as it")
+        parser.add_argument("--client", default="stdio",
+                            help="with --namespace: the client name writes are signed with")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        made: ApiToken | None = None
+        token = options["token"]
+        if token is None:
+            try:
+                namespace = namespace_create(name=options["namespace"])
+            except InvalidName as exc:
+                raise CommandError(str(exc)) from exc
+            # The tools need scope write at most (retract/contest/resolve are observations).
+            made = token_create(namespace=namespace, client=options["client"], scope="write",
+                                name="mcp stdio session")
+            token = made.key
+        try:
+            anyio.run(self._serve, token)
+        finally:
+            if made is not None:
+                # The session's own token: nothing else holds it, so it ends with the session
+                # (revoked, not deleted: the access audit log keeps its whole life).
+                token_revoke(token=made, actor="system")
+
+    async def _serve(self, token: str) -> None:
+        async with in_process_client(token) as client:
+            try:
+                who = await client.whoami()
+            except pmem_client.ApiError as refused:
+                raise CommandError(f"the token was refused: {refused.error}") from None
+            sys.stderr.write(f"pmem_mcp: serving namespace {who.namespace!r} over stdio "
+                             f"as mcp:{who.client}\n")
+            await serve(client)
