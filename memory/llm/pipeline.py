@@ -349,7 +349,8 @@ def _plan_items(plan: Plan, facts: list[dict[str, Any]], actor: str, client: Any
             ann = by_id[id(fact)]
             op, reason, raw, version = OpType(ann["op"]), ann["reason"], ann.get("raw", ""), None
             value = ann.get("value", value)
-            fact_actor = "annotator" if client is not None else "extractor"
+            # A create on a key without a head is decided without the model (SPEC §5.4).
+            fact_actor = "annotator" if client is not None and ann["by_model"] else "extractor"
             if op == OpType.REVOKE:
                 version = withdrawn(key, value)
                 if version is None:
@@ -391,14 +392,15 @@ def _annotate(facts: list[dict[str, Any]], heads: dict[str, HeadView], client: A
         from memory.llm.client import is_transport_error
 
         result = annotate(client, items)
-        plan.chat_calls += 1
+        plan.chat_calls += result.calls  # 0 when every fact was a create (SPEC §5.4)
         plan.prompt_tokens += result.prompt_tokens
         plan.completion_tokens += result.completion_tokens
         if is_transport_error(result.error):
             raise ModelUnavailable(f"annotation failed: {result.error}")
     raw = getattr(result, "raw", "") or ""
-    return [{"op": ann.op, "value": ann.value, "reason": ann.reason, "raw": raw,
-             "valid": ann.valid} for ann in result.ops]
+    return [{"op": ann.op, "value": ann.value, "reason": ann.reason,
+             "raw": raw if ann.by_model else "", "valid": ann.valid, "by_model": ann.by_model}
+            for ann in result.ops]
 
 
 def _resolve_identities(namespace: Any, facts: list[dict[str, Any]], client: Any,
