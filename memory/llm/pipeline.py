@@ -44,6 +44,7 @@ class TextExtraction:
     chat_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    dropped: list[dict[str, str]] = field(default_factory=list)  # model facts refused
 
 
 @dataclass
@@ -122,7 +123,7 @@ def extract_text(text: str) -> TextExtraction:
     return TextExtraction(
         [_fact_dict(f) for f in result.facts], "model", raw=result.raw, error=result.error,
         chat_calls=1, prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens,
+        completion_tokens=result.completion_tokens, dropped=result.dropped,
     )
 
 
