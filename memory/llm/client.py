@@ -5,6 +5,15 @@ the model sent, and token usage. Retries are ours (the SDK's are disabled) so th
 explicit: exponential backoff on 429, 5xx, connection errors and timeouts, honouring
 ``Retry-After``. Concurrency is capped per endpoint by a semaphore shared by every client in the
 process, so many Celery threads cannot overload one vLLM server.
+
+Structured output is negotiated per endpoint (docs/decisions.md, "Structured-output
+negotiation"): servers take a JSON schema in different request forms (``FORMS``, tried in that
+order). The first schema-constrained call to an endpoint is its own probe: a request the server
+rejects as an unsupported form is not retried as transient but sent again at once in the next
+form, and the form that worked is remembered for the endpoint, process-wide. A call that fails
+for any other reason forgets it, so the next call negotiates again (the server may have been
+replaced). :meth:`ModelClient.probe` asks explicitly, with a tiny request per form, for
+``/healthz``, ``make run`` and ``manage.py pmem_model check``.
 """
 
 from __future__ import annotations
@@ -14,7 +23,9 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -24,6 +35,14 @@ import openai
 log = logging.getLogger("pmem.llm")
 
 T = TypeVar("T")
+
+#: Structured-output request forms, in the order they are tried: OpenAI's ``json_schema``
+#: (vLLM, SGLang, LM Studio, llama.cpp's own server, recent Ollama); ``json_object`` with the
+#: schema beside it (llama-cpp-python's server); vLLM's ``structured_outputs`` and its older
+#: ``guided_json`` body fields; and a plain prompt carrying the schema, parsed tolerantly.
+FORMS = ("json_schema", "json_object", "structured_outputs", "guided_json", "prompt")
+#: Error prefix of an answer saying the server does not take the request's form.
+UNSUPPORTED = "unsupported format"
 
 DEFAULT_EMBED_DIM = 384
 _RETRY_AFTER_CAP_S = 60.0
@@ -40,6 +59,8 @@ class ChatResult:
     completion_tokens: int = 0
     error: str | None = None
     attempts: int = 0
+    form: str | None = None  # the structured-output form the answer came in (chat_json)
+    probes: int = 0  # calls the server refused as an unsupported form before this answer
 
     @property
     def ok(self) -> bool:
@@ -171,23 +192,66 @@ class ModelClient:
         schema: dict[str, Any],
         schema_name: str,
         temperature: float = 0.0,
+        max_tokens: int | None = None,
     ) -> ChatResult:
-        """One schema-constrained chat call. Never raises for model or network faults: a failed
-        call or an unparsable answer comes back with ``data=None`` and ``error`` set."""
-        response_format = {
-            "type": "json_schema",
-            "json_schema": {"name": schema_name, "schema": schema, "strict": True},
-        }
-        result = self._chat_call(
-            messages=messages, temperature=temperature, response_format=response_format
-        )
-        if result.error is not None:
-            return result
-        try:
-            data = parse_json_loose(result.raw)
-        except ValueError as exc:
-            return replace(result, data=None, error=f"unparsable: {exc}")
-        return replace(result, data=data)
+        """One schema-constrained chat call in the endpoint's structured-output form
+        (negotiated on the first call, see the module docstring). Never raises for model or
+        network faults: a failed call or an unparsable answer comes back with ``data=None``
+        and ``error`` set."""
+        known = endpoint_forms.get(self.base_url, self.model)
+        order = [known] + [f for f in FORMS if f != known] if known else list(FORMS)
+        probes = 0
+        for form in order:
+            params = request_params(form, messages, schema, schema_name)
+            if max_tokens is not None:
+                params["max_tokens"] = max_tokens
+            result = self._chat_call(structured=form != "prompt", temperature=temperature,
+                                     **params)
+            if result.error is not None and result.error.startswith(UNSUPPORTED):
+                log.warning("%s does not take structured output as %s: %s", self.base_url,
+                            form, result.error)
+                endpoint_forms.forget(self.base_url, self.model)
+                probes += 1
+                continue
+            result = replace(result, form=form, probes=probes)
+            if result.error is not None:
+                if is_transport_error(result.error):
+                    endpoint_forms.forget(self.base_url, self.model)  # negotiate again next time
+                return result
+            endpoint_forms.remember(self.base_url, self.model, form)
+            try:
+                data = parse_json_loose(result.raw)
+            except ValueError as exc:
+                return replace(result, data=None, error=f"unparsable: {exc}")
+            return replace(result, data=data)
+        return ChatResult(None, "", error=f"{UNSUPPORTED}: every form refused", probes=probes)
+
+    def probe(self) -> dict[str, str | None]:
+        """Ask the endpoint, with one tiny request per form, which structured-output forms it
+        takes: ``{form: None (taken) or the error}``. Stops at the first transport failure
+        (the remaining forms are reported with that error). Remembers the first form taken."""
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                  "required": ["ok"], "additionalProperties": False}
+        messages = [{"role": "user", "content": 'Answer {"ok": true}'}]
+        found: dict[str, str | None] = {}
+        for form in FORMS:
+            params = request_params(form, messages, schema, "pmem_probe")
+            result = self._chat_call(structured=form != "prompt", temperature=0.0,
+                                     max_tokens=8, **params)
+            found[form] = result.error
+            if result.error is not None and not result.error.startswith(UNSUPPORTED):
+                found.update({f: result.error for f in FORMS if f not in found})
+                break
+        first = next((f for f in FORMS if found.get(f) is None), None)
+        if first is not None:
+            endpoint_forms.remember(self.base_url, self.model, first)
+        return found
+
+    @property
+    def structured_output(self) -> str | None:
+        """The form negotiated for this endpoint in this process, None before (or after a
+        failure)."""
+        return endpoint_forms.get(self.base_url, self.model)
 
     def chat_text(self, *, messages: list[dict[str, str]], max_tokens: int = 8) -> ChatResult:
         """One short plain-text answer (a single word, say); ``data`` is the stripped text."""
@@ -196,12 +260,14 @@ class ModelClient:
             return result
         return replace(result, data=result.raw.strip())
 
-    def _chat_call(self, **params: Any) -> ChatResult:
+    def _chat_call(self, *, structured: bool = False, **params: Any) -> ChatResult:
+        """One chat completion with retries. ``structured``: the request carries a
+        structured-output form, so an error naming it means the form was refused."""
         def call() -> Any:
             return self._chat.chat.completions.create(model=self.model, **params)
 
         try:
-            response, attempts = self._with_retries(call, self._chat_sem)
+            response, attempts = self._with_retries(call, self._chat_sem, structured)
         except _Failure as exc:
             self.counter.add_chat(0, 0)
             return ChatResult(data=None, raw="", error=str(exc), attempts=exc.attempts)
@@ -248,7 +314,8 @@ class ModelClient:
     # --- retry policy -----------------------------------------------------------------------
 
     def _with_retries(
-        self, call: Callable[[], T], semaphore: threading.BoundedSemaphore
+        self, call: Callable[[], T], semaphore: threading.BoundedSemaphore,
+        structured: bool = False,
     ) -> tuple[T, int]:
         """Run ``call`` under the endpoint semaphore, retrying transient faults.
 
@@ -265,6 +332,9 @@ class ModelClient:
             except openai.APIStatusError as exc:
                 error, retryable = f"http {exc.status_code}: {_short(exc)}", _retryable(exc)
                 delay = _retry_after(exc)
+                if structured and unsupported_form(exc.status_code, str(exc)):
+                    # The request's form, not the server's health: asking again cannot help.
+                    error, retryable = f"{UNSUPPORTED}: {error}", False
             except openai.APITimeoutError:
                 error, retryable, delay = "timeout", True, None
             except openai.APIConnectionError as exc:
@@ -283,14 +353,93 @@ class ModelClient:
 # --- helpers ---------------------------------------------------------------------------------
 
 
+class EndpointForms:
+    """The structured-output form found per (endpoint, model), shared by every client of the
+    process: a probe counts as a call, so it is made once per endpoint, not per task."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._forms: dict[tuple[str, str], str] = {}
+
+    def get(self, base_url: str, model: str) -> str | None:
+        with self._lock:
+            return self._forms.get((base_url.rstrip("/"), model))
+
+    def remember(self, base_url: str, model: str, form: str) -> None:
+        with self._lock:
+            before = self._forms.get((base_url.rstrip("/"), model))
+            self._forms[(base_url.rstrip("/"), model)] = form
+        if before != form:
+            log.info("structured output for %s (%s): %s", base_url, model, form)
+
+    def forget(self, base_url: str, model: str) -> None:
+        with self._lock:
+            self._forms.pop((base_url.rstrip("/"), model), None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._forms.clear()
+
+
+endpoint_forms = EndpointForms()
+
+#: Words in an error body that say the request's structured-output form was refused (as
+#: opposed to the model, the key or the server failing): llama-cpp-python answers a
+#: ``json_schema`` request with HTTP 500 "Input should be 'text' or 'json_object'"; vLLM and
+#: pydantic-based servers name the field ("extra_forbidden", "Extra inputs are not permitted").
+_FORM_WORDS = ("response_format", "json_schema", "json_object", "structured_outputs",
+               "guided_json", "input should be", "extra inputs", "extra_forbidden",
+               "unsupported", "not supported", "format")
+
+
+def unsupported_form(status: int, message: str) -> bool:
+    """True when an HTTP error says the request's structured-output form is not taken."""
+    if status not in (400, 415, 422, 500, 501):
+        return False
+    text = message.lower()
+    return any(word in text for word in _FORM_WORDS)
+
+
+def request_params(form: str, messages: list[dict[str, str]], schema: dict[str, Any],
+                   schema_name: str) -> dict[str, Any]:
+    """The chat-completion parameters that ask for ``schema`` in ``form``."""
+    if form == "json_schema":
+        return {"messages": messages, "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": schema_name, "schema": schema, "strict": True}}}
+    if form == "json_object":
+        return {"messages": messages,
+                "response_format": {"type": "json_object", "schema": schema}}
+    if form == "structured_outputs":
+        return {"messages": messages, "extra_body": {"structured_outputs": {"json": schema}}}
+    if form == "guided_json":
+        return {"messages": messages, "extra_body": {"guided_json": schema}}
+    if form == "prompt":
+        return {"messages": schema_in_prompt(messages, schema)}
+    raise ValueError(f"unknown structured-output form {form!r}")
+
+
+def schema_in_prompt(messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
+    """``messages`` with the schema appended to the system message (one is added if none)."""
+    note = ("Reply with one JSON object that matches this JSON schema, and nothing else:\n"
+            + json.dumps(schema, ensure_ascii=False))
+    out = [dict(m) for m in messages]
+    for message in out:
+        if message.get("role") == "system":
+            message["content"] = f"{message.get('content', '')}\n{note}"
+            return out
+    return [{"role": "system", "content": note}, *out]
+
+
 #: Error prefixes of an answer that came back but was unusable (see ``is_transport_error``).
-CONTENT_ERROR_PREFIXES = ("unparsable", "no choices", "wrong schema", "malformed")
+CONTENT_ERROR_PREFIXES = ("unparsable", "no choices", "wrong schema", "malformed", UNSUPPORTED)
 
 
 def is_transport_error(error: str | None) -> bool:
     """True when no usable answer arrived at all (timeout, connection error, HTTP status after
-    the retries): trying again later may help. False for no error, and for an answer that came
-    back but was unusable (unparsable, wrong schema): the model would most likely say it again."""
+    the retries): trying again later may help. False for no error, for an answer that came
+    back but was unusable (unparsable, wrong schema): the model would most likely say it again,
+    and for a request form no form of which the server takes."""
     return bool(error) and not str(error).startswith(CONTENT_ERROR_PREFIXES)
 
 
@@ -370,24 +519,44 @@ def fit_vector(values: Any, dim: int) -> list[float]:
     return [float(x) for x in vec]
 
 
-def client_from_settings() -> ModelClient | None:
+_CHAT_MODEL_OFF: ContextVar[bool] = ContextVar("pmem_chat_model_off", default=False)
+
+
+@contextmanager
+def chat_model_off() -> Iterator[None]:
+    """Within this block (this thread or task) :func:`client_from_settings` answers None, as
+    if no chat model were configured: the demo histories are written this way, so what they
+    hold never depends on a model (docs/decisions.md, "The demo never asks a model")."""
+    token = _CHAT_MODEL_OFF.set(True)
+    try:
+        yield
+    finally:
+        _CHAT_MODEL_OFF.reset(token)
+
+
+def client_from_settings(**overrides: Any) -> ModelClient | None:
     """A client configured from Django settings (``PMEM_LLM_*``, ``PMEM_EMBED_*``), or None
-    when ``PMEM_LLM_BASE_URL`` is empty (no model configured)."""
+    when ``PMEM_LLM_BASE_URL`` is empty (no model configured) or inside
+    :func:`chat_model_off`. ``overrides`` replace constructor arguments (a health probe's
+    short timeout, say)."""
     from django.conf import settings
 
     base_url = getattr(settings, "PMEM_LLM_BASE_URL", "") or ""
-    if not base_url:
+    if not base_url or _CHAT_MODEL_OFF.get():
         return None
-    return ModelClient(
-        base_url=base_url,
-        model=getattr(settings, "PMEM_LLM_MODEL", "") or "default",
-        api_key=getattr(settings, "PMEM_LLM_API_KEY", "") or "EMPTY",
-        timeout=float(getattr(settings, "PMEM_LLM_TIMEOUT", 60.0)),
-        max_retries=int(getattr(settings, "PMEM_LLM_MAX_RETRIES", 3)),
-        concurrency=int(getattr(settings, "PMEM_LLM_CONCURRENCY", 4)),
-        embed_base_url=getattr(settings, "PMEM_EMBED_BASE_URL", "") or None,
-        embed_model=getattr(settings, "PMEM_EMBED_MODEL", "") or None,
-        embed_api_key=getattr(settings, "PMEM_EMBED_API_KEY", "") or None,
-        embed_dim=int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_EMBED_DIM)),
-        embed_request_dimensions=bool(getattr(settings, "PMEM_EMBED_REQUEST_DIMENSIONS", False)),
-    )
+    options: dict[str, Any] = {
+        "base_url": base_url,
+        "model": getattr(settings, "PMEM_LLM_MODEL", "") or "default",
+        "api_key": getattr(settings, "PMEM_LLM_API_KEY", "") or "EMPTY",
+        "timeout": float(getattr(settings, "PMEM_LLM_TIMEOUT", 60.0)),
+        "max_retries": int(getattr(settings, "PMEM_LLM_MAX_RETRIES", 3)),
+        "concurrency": int(getattr(settings, "PMEM_LLM_CONCURRENCY", 4)),
+        "embed_base_url": getattr(settings, "PMEM_EMBED_BASE_URL", "") or None,
+        "embed_model": getattr(settings, "PMEM_EMBED_MODEL", "") or None,
+        "embed_api_key": getattr(settings, "PMEM_EMBED_API_KEY", "") or None,
+        "embed_dim": int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_EMBED_DIM)),
+        "embed_request_dimensions": bool(getattr(settings, "PMEM_EMBED_REQUEST_DIMENSIONS",
+                                                 False)),
+    }
+    options.update(overrides)
+    return ModelClient(**options)
