@@ -131,6 +131,19 @@ def observations_unsettled(*, namespace: Namespace, limit: int = 50,
                 .order_by("-seq")[:limit])
 
 
+#: How far back the log looks for observations whose model answer had facts dropped.
+DROPS_WINDOW = 500
+
+
+def observations_with_drops(*, namespace: Namespace, limit: int = 20) -> list[Evidence]:
+    """Recent observations (the last ``DROPS_WINDOW`` seqs, so the scan stays bounded on a
+    long history) whose extraction dropped facts a model gave, newest first."""
+    next_seq = Namespace.objects.filter(pk=namespace.pk).values_list("next_seq", flat=True)[0]
+    return list(Evidence.objects.defer("embedding")
+                .filter(namespace=namespace, seq__gte=next_seq - DROPS_WINDOW,
+                        extracted__has_key="dropped").order_by("-seq")[:limit])
+
+
 def live_fingerprint(namespace: Namespace) -> str:
     """Changes whenever a worker or a person writes to the namespace: the newest operation,
     the next evidence seq and the number of unsettled observations (a failure or a retry

@@ -28,6 +28,7 @@ from explorer.selectors import (
     live_fingerprint,
     namespace_overview,
     observations_unsettled,
+    observations_with_drops,
 )
 from memory.domain import HEAD_STATUSES, InvalidOperation, Status
 from memory.models import Evidence, Membership
@@ -63,7 +64,16 @@ def index(request: HttpRequest) -> HttpResponse:
     roles = dict(Membership.objects.filter(user_id=request.user.pk)
                  .values_list("namespace_id", "role"))
     rows = namespace_overview(namespaces, roles)
-    return render(request, "explorer/index.html", {"rows": rows})
+    return render(request, "explorer/index.html", {"rows": rows, "model": _model_status()})
+
+
+def _model_status() -> dict[str, Any] | None:
+    """The chat model and its structured-output form, as /healthz shows them (one short
+    probe when this process has not talked to the model yet)."""
+    from memory.llm.check import model_status
+    from memory.llm.client import client_from_settings
+
+    return model_status(client_from_settings(timeout=3.0, max_retries=0))
 
 
 @login_required
@@ -285,6 +295,7 @@ def operations(request: HttpRequest, ns: str) -> HttpResponse:
         "key": data.get("key") or "", "actor": data.get("actor") or "",
         "paged": bool(data.get("before")),
         "unsettled": observations_unsettled(namespace=access.namespace),
+        "with_drops": observations_with_drops(namespace=access.namespace),
     }
     if _is_htmx(request) and request.htmx.target == "log-results":
         return render(request, "explorer/partials/log_results.html", context)

@@ -88,7 +88,19 @@ def observation_body(evidence: Evidence) -> dict[str, Any]:
         "cost": {"chat_calls": evidence.chat_calls, "embed_calls": evidence.embed_calls,
                  "prompt_tokens": evidence.prompt_tokens,
                  "completion_tokens": evidence.completion_tokens},
+        "extraction": extraction_body(evidence.extracted),
     }
+
+
+def extraction_body(extracted: dict[str, Any] | None) -> dict[str, Any] | None:
+    """How the observation's text became facts: the extractor, the model's raw answer, and
+    the facts refused before anything was written (each with its reason). None before
+    extraction."""
+    if extracted is None:
+        return None
+    return {"extractor": extracted.get("extractor"), "raw": extracted.get("raw", ""),
+            "error": extracted.get("extraction_error"),
+            "dropped": list(extracted.get("dropped") or [])}
 
 
 def _enqueue(evidence_id: int) -> None:

@@ -156,7 +156,12 @@ class ModelClient:
         embed_request_dimensions: bool = False,
         backoff_base: float = 0.5,
         backoff_cap: float = 8.0,
+        structured_output: str = "auto",
     ) -> None:
+        if structured_output != "auto" and structured_output not in FORMS:
+            raise ValueError(f"structured_output must be 'auto' or one of {FORMS}")
+        # "auto" negotiates; a pinned form is the only one asked (refused: an error).
+        self.forms = FORMS if structured_output == "auto" else (structured_output,)
         self.base_url = base_url
         self.model = model
         self.max_retries = max(0, max_retries)
@@ -199,7 +204,8 @@ class ModelClient:
         network faults: a failed call or an unparsable answer comes back with ``data=None``
         and ``error`` set."""
         known = endpoint_forms.get(self.base_url, self.model)
-        order = [known] + [f for f in FORMS if f != known] if known else list(FORMS)
+        forms = self.forms
+        order = [known] + [f for f in forms if f != known] if known in forms else list(forms)
         probes = 0
         for form in order:
             params = request_params(form, messages, schema, schema_name)
@@ -224,12 +230,13 @@ class ModelClient:
             except ValueError as exc:
                 return replace(result, data=None, error=f"unparsable: {exc}")
             return replace(result, data=data)
-        return ChatResult(None, "", error=f"{UNSUPPORTED}: every form refused", probes=probes)
+        return replace(result, data=None, probes=probes)  # every form asked was refused
 
-    def probe(self) -> dict[str, str | None]:
+    def probe(self, *, first_only: bool = False) -> dict[str, str | None]:
         """Ask the endpoint, with one tiny request per form, which structured-output forms it
         takes: ``{form: None (taken) or the error}``. Stops at the first transport failure
-        (the remaining forms are reported with that error). Remembers the first form taken."""
+        (the remaining forms are reported with that error), and with ``first_only`` at the
+        first form taken (the rest are left out). Remembers the first form taken."""
         schema = {"type": "object", "properties": {"ok": {"type": "boolean"}},
                   "required": ["ok"], "additionalProperties": False}
         messages = [{"role": "user", "content": 'Answer {"ok": true}'}]
@@ -239,10 +246,12 @@ class ModelClient:
             result = self._chat_call(structured=form != "prompt", temperature=0.0,
                                      max_tokens=8, **params)
             found[form] = result.error
+            if result.error is None and first_only and form in self.forms:
+                break
             if result.error is not None and not result.error.startswith(UNSUPPORTED):
                 found.update({f: result.error for f in FORMS if f not in found})
                 break
-        first = next((f for f in FORMS if found.get(f) is None), None)
+        first = next((f for f in self.forms if found.get(f) is None), None)
         if first is not None:
             endpoint_forms.remember(self.base_url, self.model, first)
         return found
@@ -342,7 +351,8 @@ class ModelClient:
             except (openai.OpenAIError, ValueError, TypeError) as exc:
                 error, retryable, delay = f"{type(exc).__name__}: {_short(exc)}", False, None
             if not retryable or attempt > self.max_retries:
-                log.warning("model call failed after %d attempt(s): %s", attempt, error)
+                log.log(logging.INFO if error.startswith(UNSUPPORTED) else logging.WARNING,
+                        "model call failed after %d attempt(s): %s", attempt, error)
                 raise _Failure(error, attempt)
             time.sleep(self._backoff(attempt) if delay is None else delay)
 
@@ -441,6 +451,18 @@ def is_transport_error(error: str | None) -> bool:
     back but was unusable (unparsable, wrong schema): the model would most likely say it again,
     and for a request form no form of which the server takes."""
     return bool(error) and not str(error).startswith(CONTENT_ERROR_PREFIXES)
+
+
+def describe_error(exc: Exception) -> str:
+    """An SDK exception as the error string results carry (``http 401: ...``, ``timeout``,
+    ``connection error: ...``), for calls made outside the retry loop."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"http {exc.status_code}: {_short(exc)}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"connection error: {_short(exc)}"
+    return f"{type(exc).__name__}: {_short(exc)}"
 
 
 def _short(exc: Exception, limit: int = 200) -> str:
@@ -557,6 +579,7 @@ def client_from_settings(**overrides: Any) -> ModelClient | None:
         "embed_dim": int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_EMBED_DIM)),
         "embed_request_dimensions": bool(getattr(settings, "PMEM_EMBED_REQUEST_DIMENSIONS",
                                                  False)),
+        "structured_output": getattr(settings, "PMEM_LLM_STRUCTURED_OUTPUT", "") or "auto",
     }
     options.update(overrides)
     return ModelClient(**options)

@@ -153,3 +153,13 @@ def test_endpoint_forms_are_keyed_by_endpoint_and_model() -> None:
     endpoint_forms.remember("http://a/v1/", "m", "json_object")
     assert endpoint_forms.get("http://a/v1", "m") == "json_object"
     assert endpoint_forms.get("http://a/v1", "other") is None
+
+
+def test_a_pinned_form_is_the_only_one_asked_and_a_refusal_is_an_error(
+        llama_cpp_python: ScriptedLLM) -> None:
+    result = _extract(_client(llama_cpp_python, structured_output="json_schema"))
+    assert result.error.startswith("unsupported format: http 500")
+    assert not is_transport_error(result.error)
+    assert llama_cpp_python.forms == ["json_schema"]
+    pinned = _extract(_client(llama_cpp_python, structured_output="json_object"))
+    assert pinned.ok and pinned.form == "json_object"

@@ -115,8 +115,11 @@ class LoggedRequest:
 class ScriptedLLM:
     """The server; use as a context manager (``with ScriptedLLM() as srv: srv.base_url``)."""
 
-    def __init__(self, model: str = "scripted", formats: Any = None) -> None:
+    def __init__(self, model: str = "scripted", formats: Any = None, *,
+                 api_key: str | None = None, strict_model: bool = False) -> None:
         self.model = model
+        self.api_key = api_key  # when set, a request without this bearer token gets 401
+        self.strict_model = strict_model  # when set, another model name gets vLLM's 404
         self.formats: set[str] = set(formats if formats is not None else ALL_FORMS)
         self.forms: list[str] = []
         self.requests: list[LoggedRequest] = []
@@ -328,6 +331,8 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             self._send(400, {"error": {"message": "invalid JSON body"}})
             return
+        if self._refused(body):
+            return
         path = self.path.rstrip("/")
         if path.endswith("/chat/completions"):
             job = _chat_job(body)
@@ -356,6 +361,18 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (a timeout test): nothing to answer
         finally:
             self.scripted._end()
+
+    def _refused(self, body: dict[str, Any]) -> bool:
+        """401 for a wrong API key, 404 for an unknown model name (as vLLM words it)."""
+        wanted = self.scripted.api_key
+        if wanted is not None and self.headers.get("Authorization") != f"Bearer {wanted}":
+            self._send(401, {"error": {"message": "Unauthorized", "type": "invalid_api_key"}})
+            return True
+        if self.scripted.strict_model and body.get("model") != self.scripted.model:
+            self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not "
+                                                  "exist.", "type": "NotFoundError"}})
+            return True
+        return False
 
     def _refuse_form(self, form: str) -> None:
         if form == "json_schema":  # llama-cpp-python's server, word for word
