@@ -157,11 +157,15 @@ class ModelClient:
         backoff_base: float = 0.5,
         backoff_cap: float = 8.0,
         structured_output: str = "auto",
+        max_tokens: int | None = None,
     ) -> None:
         if structured_output != "auto" and structured_output not in FORMS:
             raise ValueError(f"structured_output must be 'auto' or one of {FORMS}")
         # "auto" negotiates; a pinned form is the only one asked (refused: an error).
         self.forms = FORMS if structured_output == "auto" else (structured_output,)
+        # Bounds a schema-constrained answer: a weak model under a grammar may repeat array
+        # items until the context is full (minutes on a CPU); what came back whole is salvaged.
+        self.max_tokens = max_tokens
         self.base_url = base_url
         self.model = model
         self.max_retries = max(0, max_retries)
@@ -209,8 +213,8 @@ class ModelClient:
         probes = 0
         for form in order:
             params = request_params(form, messages, schema, schema_name)
-            if max_tokens is not None:
-                params["max_tokens"] = max_tokens
+            if (max_tokens or self.max_tokens) is not None:
+                params["max_tokens"] = max_tokens or self.max_tokens
             result = self._chat_call(structured=form != "prompt", temperature=temperature,
                                      **params)
             if result.error is not None and result.error.startswith(UNSUPPORTED):
@@ -509,7 +513,8 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 def parse_json_loose(raw: str) -> Any:
     """Parse a model's JSON answer: strip ``<think>`` blocks and code fences, try the whole
-    text, then the first ``{...}`` or ``[...]`` block in it. Raises ValueError if none parses."""
+    text, then the first ``{...}`` or ``[...]`` block in it, or what of it came back whole
+    (:func:`salvage_truncated`). Raises ValueError if none parses."""
     text = _THINK.sub("", raw).strip()
     fenced = _FENCE.match(text)
     if fenced:
@@ -526,8 +531,45 @@ def parse_json_loose(raw: str) -> Any:
         try:
             return decoder.raw_decode(text, start)[0]
         except json.JSONDecodeError:
-            continue
+            salvaged = salvage_truncated(text[start:])  # cut off by a length limit?
+            if salvaged is not None:
+                return salvaged
     raise ValueError(f"no JSON value in {text[:80]!r}")
+
+
+def salvage_truncated(text: str) -> Any | None:
+    """The complete objects of an answer cut off inside its list (a length limit hit):
+    ``{"facts": [{...}, {...}, {"key": "ab`` gives ``{"facts": [{...}, {...}]}``, a bare
+    ``[{...}, {"k`` the list. None when no complete object precedes the cut. One left-to-right
+    pass of the JSON decoder: nothing backtracks."""
+    bracket = text.find("[")
+    if bracket < 0:
+        return None
+    head = text[:bracket].strip()
+    name = None
+    if head:  # '{"facts":' — the one member the list belongs to
+        if not (head.startswith("{") and head.endswith(":")):
+            return None
+        try:
+            name = json.loads(head[1:-1].strip())
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(name, str):
+            return None
+    decoder, items, i = json.JSONDecoder(), [], bracket + 1
+    while True:
+        while i < len(text) and text[i] in " \t\r\n,":
+            i += 1
+        if i >= len(text) or text[i] != "{":
+            break
+        try:
+            item, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            break
+        items.append(item)
+    if not items:
+        return None
+    return items if name is None else {name: items}
 
 
 def fit_vector(values: Any, dim: int) -> list[float]:
@@ -580,6 +622,7 @@ def client_from_settings(**overrides: Any) -> ModelClient | None:
         "embed_request_dimensions": bool(getattr(settings, "PMEM_EMBED_REQUEST_DIMENSIONS",
                                                  False)),
         "structured_output": getattr(settings, "PMEM_LLM_STRUCTURED_OUTPUT", "") or "auto",
+        "max_tokens": int(getattr(settings, "PMEM_LLM_MAX_TOKENS", 0)) or None,
     }
     options.update(overrides)
     return ModelClient(**options)
