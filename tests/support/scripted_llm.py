@@ -340,11 +340,9 @@ class _Handler(BaseHTTPRequestHandler):
             with self.scripted._lock:
                 self.scripted.forms.append(form)
             if form not in self.scripted.formats and form != "prompt":
-                self.scripted._begin(job, path, body)
-                try:
-                    self._refuse_form(form)
-                finally:
-                    self.scripted._end()
+                with self.scripted._lock:  # logged, but no queued fault is consumed by it
+                    self.scripted.requests.append(LoggedRequest(job, path, body))
+                self._refuse_form(form)
                 return
         elif path.endswith("/embeddings"):
             job = "embeddings"
