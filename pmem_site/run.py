@@ -33,11 +33,11 @@ def _model_summary() -> list[str]:
     observations wait or fail visibly, it does not stop the stack."""
     try:
         out = subprocess.run([sys.executable, "manage.py", "pmem_model", "check", "--summary",
-                              "--timeout", "10"], cwd=BASE_DIR, capture_output=True, text=True,
-                             timeout=90)
+                              "--timeout", "30"], cwd=BASE_DIR, capture_output=True, text=True,
+                             timeout=180)
         return out.stdout.strip().splitlines() or [f"Model: check failed: {out.stderr[-300:]}"]
     except subprocess.TimeoutExpired:
-        return ["Model: no answer from the model check within 90 s"]
+        return ["Model: no answer from the model check within 180 s"]
 
 
 def _start_local_model() -> Any:

@@ -87,6 +87,14 @@ def served_models(client: ModelClient) -> tuple[list[str], str | None]:
         return [], describe_error(exc)
 
 
+def _telling_error(found: dict[str, str | None], forms: tuple[str, ...]) -> str | None:
+    """The error that says why no form was taken: a failure other than a refused form (the
+    server did not answer) wins over the refusals that preceded it."""
+    errors = [found[f] for f in forms if found.get(f)]
+    return next((e for e in errors if e and not e.startswith(UNSUPPORTED)),
+                errors[0] if errors else None)
+
+
 def check_chat(client: ModelClient) -> ChatCheck:
     """Probe every structured-output form, then time one one-sentence extraction."""
     found = ChatCheck(base_url=client.base_url, model=client.model)
@@ -95,7 +103,7 @@ def check_chat(client: ModelClient) -> ChatCheck:
     found.structured_output = next((f for f in client.forms if found.forms.get(f) is None),
                                    None)
     if found.structured_output is None:
-        first = next((found.forms[f] for f in client.forms if found.forms.get(f)), None)
+        first = _telling_error(found.forms, client.forms)
         found.cause = cause_of(first, model=client.model)
         if found.served and client.model not in found.served and first \
                 and not first.startswith(UNSUPPORTED):
@@ -151,8 +159,8 @@ def model_status(client: ModelClient | None) -> dict[str, Any] | None:
     if due:
         forms = client.probe(first_only=True)
         form = next((f for f in client.forms if forms.get(f) is None), None)
-        error = None if form else cause_of(next((forms[f] for f in client.forms if forms.get(f)),
-                                                None), model=client.model)
+        error = None if form else cause_of(_telling_error(forms, client.forms),
+                                           model=client.model)
         with _PROBE_LOCK:
             _LAST_PROBE[key] = (time.monotonic(), error)
     else:

@@ -116,3 +116,11 @@ def test_a_pinned_form_the_server_refuses_exits_non_zero_with_unsupported_format
         settings.PMEM_LLM_STRUCTURED_OUTPUT = "json_schema"
         with pytest.raises(CommandError, match="unsupported format: http 500"):
             check()
+
+
+def test_a_timeout_after_a_refused_form_is_named_as_the_cause(settings):
+    with ScriptedLLM(formats={"json_object"}) as server:
+        point_at(settings, server, embeddings=False)
+        server.delay("chat", 3.0)  # the refusal of json_schema comes at once, then silence
+        out = check("--summary", "--timeout", "0.5")
+    assert "is not answering (timeout" in out
