@@ -142,6 +142,11 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=None)
     args = parser.parse_args()
     server = LocalModelServer(args.port)
+
+    def _interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM too stops the server child (its own process group)
+
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.start()
         print(f"{MODEL_NAME} serving at {server.base_url}", flush=True)
