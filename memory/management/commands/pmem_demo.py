@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import transaction
+from django.test import override_settings
 
 from memory.llm.client import chat_model_off
 from memory.models import ApiToken, Evidence, Membership, Namespace
@@ -28,33 +29,27 @@ MOVES = ["countertop 1", "cabinet 3", "sinkbasin 1", "drawer 2", "shelf 1", "fri
          "diningtable 1", "sidetable 1", "desk 1"]
 
 
-def _fact(key: str, value: str, op: str = "accept") -> dict[str, Any]:
-    return {"key": key, "value": value, "op": op}
-
-
-def _move(obj: str, where: str) -> list[dict[str, Any]]:
-    return [_fact(f"{obj}_location", where)]
-
-
 def load_histories(namespace: Namespace) -> bool:
     """Each key shows one part of P-Mem's vocabulary; see the README's demo tour.
 
-    Written deterministically whether or not a model is configured: every observation is
-    structured facts with explicit ops, and no chat model is asked (no soft identity could
-    merge two demo keys), so a model that is down, slow or answers nonsense cannot change or
-    stop it (docs/decisions.md, "The demo never asks a model"). Returns False when the
-    embeddings endpoint could not be reached: the observations are stored and wait for the
-    worker, and the reviewer's steps that need their cells are skipped."""
+    Written deterministically whether or not a model is configured: no chat model is asked
+    (``chat_model_off``: the texts go through the built-in rule patterns only, structured
+    facts carry explicit ops, and no soft identity can merge two demo keys), so a model that is
+    down, slow or answers nonsense cannot change or stop it (docs/decisions.md, "The demo never
+    asks a model"). Returns False when the embeddings endpoint could not be reached: the
+    observations are stored and wait for the worker, and the reviewer's steps that need their
+    cells are skipped."""
     waiting = False
 
-    def observe(facts: list[dict[str, Any]], source: str = "demo") -> None:
+    def observe(text: str = "", facts: list[dict[str, Any]] | None = None,
+                source: str = "demo") -> None:
         nonlocal waiting
         if waiting:  # keep arrival order: everything after the first wait waits too
-            observation_record(namespace=namespace, facts=facts, source=source,
+            observation_record(namespace=namespace, text=text, facts=facts, source=source,
                                actor="api:demo")
             return
         try:
-            observation_ingest(namespace=namespace, facts=facts, source=source,
+            observation_ingest(namespace=namespace, text=text, facts=facts, source=source,
                                actor="api:demo")
         except ExtractionFailed:
             waiting = True
@@ -64,31 +59,34 @@ def load_histories(namespace: Namespace) -> bool:
             operation_apply(namespace=namespace, key=key, op=op, value=value,
                             actor="user:demo", reason=reason, explicit=True)
 
-    with chat_model_off():
+    # Only the built-in rule patterns: a configured pattern file must not reshape the demo.
+    with chat_model_off(), override_settings(PMEM_RULE_PATTERNS=""):
         # Superseded twice: the frontier shows only the newest city.
-        observe([_fact("alice_home_city", "Paris")])
-        observe([_fact("alice_home_city", "Berlin")])
-        observe([_fact("alice_home_city", "Lisbon")], source="chat")
+        observe("alice_home_city = Paris")
+        observe("alice_home_city: Berlin")
+        observe("alice_home_city = Lisbon", source="chat")
         # A retraction that reinstates the predecessor.
-        observe(_move("mug_1", "countertop 1"))
-        observe(_move("mug_1", "cabinet 3"))
-        observe([_fact("mug_1_location", "cabinet 3", "revoke")])  # "reported in error"
+        observe("Earlier observation: mug 1 was in countertop 1.")
+        observe("Update: mug 1 has been moved from countertop 1 to cabinet 3.")
+        observe("The move of mug 1 to cabinet 3 was reported in error.")
         # An open contest.
-        observe([_fact("team_meeting_day", "Tuesday")])
-        observe([_fact("team_meeting_day", "Thursday", "contest")], source="calendar")
+        observe(facts=[{"key": "team_meeting_day", "value": "Tuesday", "op": "accept"}])
+        observe(facts=[{"key": "team_meeting_day", "value": "Thursday", "op": "contest"}],
+                source="calendar")
         # A resolved contest.
-        observe([_fact("project_lead", "Dana")])
-        observe([_fact("project_lead", "Sam", "contest")])
+        observe(facts=[{"key": "project_lead", "value": "Dana", "op": "accept"}])
+        observe(facts=[{"key": "project_lead", "value": "Sam", "op": "contest"}])
         human("project_lead", "resolve", "Sam", reason="confirmed in the staff directory")
         # A rejected value: recorded wrong, not merely outdated.
-        observe([_fact("favorite_color", "blue")])
+        observe("favorite_color = blue")
         human("favorite_color", "reject", "green", reason="the user corrected it")
         # Revoked to empty.
-        observe([_fact("temp_access_code", "4417")])
+        observe("temp_access_code = 4417")
         human("temp_access_code", "revoke", reason="expired; must not be reused")
         # A long revision chain.
-        for where in MOVES:
-            observe(_move("laptop_1", where))
+        observe(f"Earlier observation: laptop 1 was in {MOVES[0]}.")
+        for a, b in zip(MOVES, MOVES[1:], strict=False):
+            observe(f"Update: laptop 1 has been moved from {a} to {b}.")
     return not waiting
 
 
