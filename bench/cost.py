@@ -34,11 +34,12 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from django.conf import settings
 from django.test import override_settings
 
 from memory.llm.embedding import reset_embedder_cache
 from memory.models import Operation
-from memory.services import namespace_create, observation_ingest
+from memory.services import ExtractionFailed, namespace_create, observation_ingest
 
 SCENARIO = "cost"
 BOUND_CHAT = 2  # extraction + one batched annotation (identity calls counted apart)
@@ -59,8 +60,11 @@ def _model(base_url: str | None, model: str | None, embed_base_url: str | None,
         base_url, model = server.base_url, server.model
     if base_url is None:
         raise ValueError("the cost benchmark needs a model endpoint (base_url) or a server")
+    # A real endpoint embeds only where PMEM_EMBED_BASE_URL says (a chat server such as
+    # llama.cpp's may serve no embeddings); the scripted server does both.
+    embed_url = embed_base_url or (base_url if server is not None else "")
     overrides = {"PMEM_LLM_BASE_URL": base_url, "PMEM_LLM_MODEL": model or "default",
-                 "PMEM_EMBED_BASE_URL": embed_base_url or base_url,
+                 "PMEM_EMBED_BASE_URL": embed_url,
                  "PMEM_EMBED_MODEL": model or "default"}
     try:
         with override_settings(**overrides):
@@ -76,10 +80,16 @@ def _measure(n_observations: int, n_facts: int, server: Any) -> list[dict[str, A
     for i in range(n_observations):
         before = len(server.requests) if server is not None else 0
         started = time.monotonic()
-        evidence = observation_ingest(namespace=namespace, text=observation_text(i, n_facts),
-                                      actor="bench:cost")
+        try:
+            evidence = observation_ingest(namespace=namespace,
+                                          text=observation_text(i, n_facts), actor="bench:cost")
+        except ExtractionFailed as exc:  # unreachable after its retries: a failed case
+            rows.append({"state": "failed", "error": str(exc), "facts": n_facts,
+                         "chat_calls": 0, "embed_calls": 0, "prompt_tokens": 0,
+                         "completion_tokens": 0, "seconds": time.monotonic() - started})
+            continue
         row = {
-            "state": evidence.state, "facts": n_facts,
+            "state": evidence.state, "error": evidence.error, "facts": n_facts,
             "operations": Operation.objects.filter(evidence=evidence).exclude(
                 type="reinstate").count(),
             "chat_calls": evidence.chat_calls, "embed_calls": evidence.embed_calls,
@@ -117,7 +127,10 @@ def _summary(n_facts: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "completion_tokens_mean": stat("completion_tokens"),
         "tokens_per_fact": round(mean((r["prompt_tokens"] + r["completion_tokens"]) / n_facts
                                       for r in rows), 1) if rows else None,
+        "failed": sum(r["state"] != "committed" for r in rows),
         "seconds_mean": stat("seconds"),
+        "seconds_p50": _percentile([r["seconds"] for r in rows], 50),
+        "seconds_p95": _percentile([r["seconds"] for r in rows], 95),
         "within_bound": all(c <= BOUND_CHAT for c in chat_without_identity)
         and all(r["embed_calls"] <= BOUND_EMBED for r in rows),
         "server_agrees": all(
@@ -127,10 +140,18 @@ def _summary(n_facts: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-COLUMNS = ("facts_per_observation", "observations", "committed", "chat_calls_mean",
+def _percentile(values: list[float], pct: int) -> float | None:
+    """Nearest-rank percentile, rounded to milliseconds."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[max(0, -(-pct * len(ordered) // 100) - 1)], 3)
+
+
+COLUMNS = ("facts_per_observation", "observations", "committed", "failed", "chat_calls_mean",
            "chat_calls_max", "identity_calls", "embed_calls_mean", "embed_calls_max",
            "embed_inputs_mean", "prompt_tokens_mean", "completion_tokens_mean",
-           "tokens_per_fact", "seconds_mean", "within_bound", "server_agrees")
+           "tokens_per_fact", "seconds_p50", "seconds_p95", "within_bound", "server_agrees")
 
 
 def markdown(config: dict[str, Any], results: Sequence[dict[str, Any]]) -> str:
@@ -176,3 +197,19 @@ def run_cost(out_dir: Path | str, n_observations: int = 50,
     table = markdown(config, results)
     (out / f"{SCENARIO}.md").write_text(table)
     return table
+
+
+def run_cost_scenario(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``bench.runners.SCENARIOS["cost"]``: ``--cases`` observations per setting (default 50)
+    against the configured model (``--model-url``). Without one it says so: the benchmarks
+    import nothing of the tests, the scripted server included (``tests/tasks`` runs this
+    benchmark against it)."""
+    client = getattr(config, "client", None)
+    if client is None:
+        return {"model": None, "scenario": SCENARIO}, [
+            {"arm": "commit", "status": "needs a model: pass --model-url"}]
+    run_config, results = measure(
+        config.cases or 50, base_url=getattr(client, "base_url", None),
+        model=getattr(client, "model", None),
+        embed_base_url=getattr(settings, "PMEM_EMBED_BASE_URL", "") or None)
+    return run_config, [{k: v for k, v in r.items() if k != "rows"} for r in results]

@@ -93,14 +93,29 @@ def _cell(ours: Any, paper: Any) -> str:
     return text if paper is None else f"{text} ({paper})"
 
 
+#: The paper's agent model: only a run without a model (the write-path invariants) or with
+#: this one is set beside the paper's figures.
+PAPER_MODEL = "qwen3-4b"
+
+
+def comparable(config: dict[str, Any]) -> bool:
+    """Whether a run's figures may be shown beside the paper's."""
+    model = config.get("model")
+    return model is None or PAPER_MODEL in str(model).lower().replace("_", "-")
+
+
 def markdown(scenario: str, config: dict[str, Any], results: list[dict[str, Any]]) -> str:
-    """One row per result; a metric the paper reports shows as ``ours (paper)``."""
+    """One row per result; a metric the paper reports shows as ``ours (paper)`` — unless the
+    run used another model than the paper's, whose figures are labelled with its name and
+    never set beside the paper's."""
     axes, metrics = _columns(results)
-    paper = PAPER.get(scenario, {})
+    paper = PAPER.get(scenario, {}) if comparable(config) else {}
     head = ["arm", *axes, "status", *metrics]
+    note = ("numbers in parentheses are the paper's." if comparable(config) else
+            f"figures of {config.get('model')}, not comparable with the paper's "
+            "(Qwen3-4B-Instruct): its numbers are not shown.")
     lines = [f"## {scenario}", "",
-             f"model: {config.get('model') or 'none (model-free arms only)'}; "
-             "numbers in parentheses are the paper's.", "",
+             f"model: {config.get('model') or 'none (model-free arms only)'}; {note}", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in results:
         theirs = paper.get((row["arm"], _axis(row, scenario)), {})

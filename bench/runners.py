@@ -15,12 +15,14 @@ from typing import Any
 
 from django.test import override_settings
 
+from memory.llm.readout import answer as answer_step
 from memory.reads import READ_MODES, iterative_answer, read
 
 from . import perf
 from .answer import model_answer
 from .arms import NEEDS_MODEL, Arm, PMemSession, Read, location_arms
 from .audit import stream_audit
+from .cost import run_cost_scenario
 from .datasets import locomo, longmemeval
 from .scenarios import alfworld, contest, factconsolidation, retraction
 from .scenarios.common import LocationCase, mentions
@@ -58,12 +60,17 @@ def _ask(arm: Arm, case: LocationCase, label: str, upto: int, client: Any) -> di
     if arm.needs_model and client is None:
         return None
     read: Read = arm.read(question=case.question, key=case.key, target=case.target, upto=upto)
-    answer = read.value if client is None else model_answer(
-        client, prompt=arm.prompt, context=read.context, question=case.question)
+    failed = None
+    if client is None:
+        answer = read.value
+    else:  # a failed call is a failed case (scored wrong and counted), never a crash
+        answered = answer_step(client, question=case.question, context=read.context,
+                               prompt=arm.prompt)
+        answer, failed = answered.answer, answered.error
     retained = {name: arm.retains(key=case.key, value=value) for name, value in case.marks.items()}
     return {"arm": arm.name, "case": case.case, **case.axis, "probe": label, "answer": answer,
             "context": read.context, "context_chars": len(read.context), "status": read.status,
-            "candidates": read.candidates, "retains": retained}
+            "candidates": read.candidates, "retains": retained, "failed": failed}
 
 
 def _run_case(case: LocationCase, session: PMemSession, arms: list[Arm],
@@ -86,7 +93,15 @@ def _run_case(case: LocationCase, session: PMemSession, arms: list[Arm],
                 if record is not None:
                     records.append({**record, "gold": probe.gold,
                                     "correct": mentions(record["answer"], probe.gold)})
+    if session.failed:  # an observation of the case failed: the whole case is failed
+        reason = session.failed[0]
+        records = [{**r, "failed": r["failed"] or reason, "correct": False} for r in records]
     return records
+
+
+def _failed(rows: list[dict[str, Any]]) -> int:
+    """Records whose case failed (an observation or a model call that failed)."""
+    return sum(bool(r.get("failed")) for r in rows)
 
 
 def _run_cases(cases: list[LocationCase], config: RunConfig, scenario: str,
@@ -125,6 +140,7 @@ def run_alfworld(config: RunConfig) -> Results:
                 continue
             results.append({"arm": arm.name, "L": length, "status": "run",
                             "accuracy": _rate(r["correct"] for r in rows), "n": len(rows),
+                            "failed": _failed(rows),
                             "context_chars": round(mean(r["context_chars"] for r in rows), 1)})
     return _config(config, cases=config.cases or alfworld.CASES, L=list(config.lengths),
                    distractor_objects=alfworld.DISTRACTORS, top_k=10), results
@@ -151,12 +167,13 @@ def _retraction_row(arm: str, distance: int, rows: list[dict[str, Any]],
     """Outcomes over committed cases only (the error was read back before the retraction)."""
     pre = {r["case"]: r for r in rows if r["probe"] == "pre"}
     post = {r["case"]: r for r in rows if r["probe"] == "post"}
-    committed = [c for c, r in pre.items() if mentions(r["answer"], marks[(c, distance)]["v2"])]
+    committed = [c for c, r in pre.items() if mentions(r["answer"], marks[(c, distance)]["v2"])
+                 and not r.get("failed") and not post[c].get("failed")]
     outcomes = [_outcome(post[c]["answer"], marks[(c, distance)]) for c in committed]
     survives = [r["retains"]["v1"] for r in post.values() if r["retains"]["v1"] is not None]
     return {
         "arm": arm, "d": distance, "status": "run", "accuracy": _rate(o == "recovered" for o in outcomes),
-        "n": len(committed), "cases": len(pre), "committed": _rate(c in committed for c in pre),
+        "n": len(committed), "cases": len(pre), "failed": _failed(list(post.values())), "committed": _rate(c in committed for c in pre),
         "recovered": _rate(o == "recovered" for o in outcomes),
         "wrong": _rate(o == "wrong" for o in outcomes), "lost": _rate(o == "lost" for o in outcomes),
         "v1_in_store": _rate(survives),
@@ -185,7 +202,7 @@ def run_contest(config: RunConfig) -> Results:
         recorded = [_both(r["candidates"], by_case[r["case"]]) for r in pre if not arm.needs_model]
         results.append({
             "arm": arm.name, "status": "run", "accuracy": _rate(r["correct"] for r in post),
-            "n": len(post), "recorded": _rate(recorded),
+            "n": len(post), "failed": _failed(post), "recorded": _rate(recorded),
             "flagged": _rate(_flagged(r, by_case[r["case"]], config.client) for r in pre),
             "pre_matches_gold": _rate(r["correct"] for r in pre),
             "context_chars": round(mean(r["context_chars"] for r in pre), 1),
@@ -226,7 +243,8 @@ def run_factconsolidation(config: RunConfig) -> Results:
             session.begin(str(size))
             _ingest_stream(session, stream, config.progress, done, len(config.sizes))
             results.append({"arm": "commit", "size": size, "status": "audit",
-                            **stream_audit(session.namespace, stream)})
+                            **stream_audit(session.namespace, stream),
+                            "failed_observations": len(session.failed)})
             results += _fc_answers(session, stream, config.client)
     return _config(config, sizes=list(config.sizes), questions_per_kind=config.questions,
                    top_k=12, granularity="one observation per numbered fact"), results
@@ -302,6 +320,10 @@ def run_locomo(config: RunConfig) -> Results:
     return _needs_dataset_and_model(config) or locomo.run(config)
 
 
+def run_cost(config: RunConfig) -> Results:
+    return run_cost_scenario(config)
+
+
 def run_perf(config: RunConfig) -> Results:
     return perf.run(config)
 
@@ -314,4 +336,5 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "longmemeval": run_longmemeval,
     "locomo": run_locomo,
     "perf": run_perf,
+    "cost": run_cost,
 }

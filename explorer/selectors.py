@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db.models import Count, F, Max, QuerySet, TextField
+from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Cast, Left, Length
 from django.utils import timezone
 
@@ -146,6 +147,26 @@ def observations_unsettled(*, namespace: Namespace, limit: int = 50,
                 .only("id", "namespace_id", "seq", "state", "source", "error", "received_at")
                 .annotate(text_head=Left("text", LIST_TEXT_CHARS),
                           facts_head=Left(Cast("facts", TextField()), LIST_TEXT_CHARS))
+                .order_by("-seq")[:limit])
+
+
+#: How far back the log looks for observations whose model answer had facts dropped.
+DROPS_WINDOW = 500
+#: How much of such an observation's raw model answer the log shows.
+DROPS_RAW_CHARS = 4000
+
+
+def observations_with_drops(*, namespace: Namespace, limit: int = 20) -> list[Evidence]:
+    """Recent observations (the last ``DROPS_WINDOW`` seqs, so the scan stays bounded on a
+    long history) whose extraction dropped facts a model gave, newest first. Each carries
+    ``dropped`` and the head of the raw answer (``raw_head``), cut out of the extraction in
+    SQL: the extraction itself (facts, vectors) never leaves the database (decision 21)."""
+    next_seq = Namespace.objects.filter(pk=namespace.pk).values_list("next_seq", flat=True)[0]
+    return list(Evidence.objects.only("id", "namespace_id", "seq")
+                .filter(namespace=namespace, seq__gte=next_seq - DROPS_WINDOW,
+                        extracted__has_key="dropped")
+                .annotate(dropped=KeyTransform("dropped", "extracted"),
+                          raw_head=Left(KT("extracted__raw"), DROPS_RAW_CHARS))
                 .order_by("-seq")[:limit])
 
 

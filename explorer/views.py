@@ -37,6 +37,7 @@ from explorer.selectors import (
     namespace_overview,
     observation_page,
     observations_unsettled,
+    observations_with_drops,
     operation_log,
 )
 from memory.domain import HEAD_STATUSES, CellStatus, InvalidOperation, Status
@@ -82,7 +83,16 @@ def index(request: HttpRequest) -> HttpResponse:
     roles = dict(Membership.objects.filter(user_id=request.user.pk or 0)
                  .values_list("namespace_id", "role"))
     rows = namespace_overview(namespaces, roles)
-    return render(request, "explorer/index.html", {"rows": rows})
+    return render(request, "explorer/index.html", {"rows": rows, "model": _model_status()})
+
+
+def _model_status() -> dict[str, Any] | None:
+    """The chat model and its structured-output form, as /healthz shows them (one short
+    probe when this process has not talked to the model yet)."""
+    from memory.llm.check import model_status
+    from memory.llm.client import client_from_settings
+
+    return model_status(client_from_settings(timeout=3.0, max_retries=0))
 
 
 @login_required
@@ -321,6 +331,7 @@ def operations(request: HttpRequest, ns: str) -> HttpResponse:
         "key": data.get("key") or "", "actor": data.get("actor") or "",
         "paged": bool(data.get("before")),
         "unsettled": observations_unsettled(namespace=access.namespace),
+        "with_drops": observations_with_drops(namespace=access.namespace),
     }
     if _htmx_target(request) == "log-results":
         return render(request, "explorer/partials/log_results.html", context)

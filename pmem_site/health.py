@@ -1,6 +1,10 @@
-"""``GET /healthz``: does the database answer, does the broker answer."""
+"""``GET /healthz``: does the database answer, does the broker answer, which model is
+configured and in which structured-output form it is asked (a model that is down does not
+make the stack unhealthy: observations wait or fail visibly)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.conf import settings
 from django.db import connection
@@ -29,6 +33,16 @@ def _broker_ok() -> str | None:
         return f"{type(exc).__name__}: {exc}"
 
 
+def _model() -> dict[str, Any] | str:
+    """``{"name", "structured_output"}`` (and ``error`` while the endpoint fails), or
+    ``"none"`` without a model. One short probe when this process has not talked to it yet."""
+    from memory.llm.check import model_status
+    from memory.llm.client import client_from_settings
+
+    timeout = min(3.0, float(settings.PMEM_LLM_TIMEOUT))
+    return model_status(client_from_settings(timeout=timeout, max_retries=0)) or "none"
+
+
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
     db_error, broker_error = _database_ok(), _broker_ok()
@@ -36,6 +50,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
         "status": "ok" if not (db_error or broker_error) else "error",
         "database": db_error or "ok",
         "broker": broker_error or "ok",
-        "model": "configured" if settings.PMEM_LLM_BASE_URL else "none",
+        "model": _model(),
     }
     return JsonResponse(body, status=200 if body["status"] == "ok" else 503)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from pmem_site import embedded
 
@@ -32,6 +33,30 @@ def mcp_command(port: int, api_url: str) -> list[str]:
     """The MCP server (streamable HTTP at /mcp) beside the web server, calling its API.
     Tests start it with this same command line."""
     return [sys.executable, "-m", "pmem_mcp", "--port", str(port), "--api-url", api_url]
+
+
+def _model_summary() -> list[str]:
+    """The model, its structured-output form and whether the embeddings endpoint answered
+    (``pmem_model check --summary``). Never fails: a model that is down, slow or wrong makes
+    observations wait or fail visibly, it does not stop the stack."""
+    try:
+        out = subprocess.run([sys.executable, "manage.py", "pmem_model", "check", "--summary",
+                              "--timeout", "30"], cwd=BASE_DIR, capture_output=True, text=True,
+                             timeout=180)
+        return out.stdout.strip().splitlines() or [f"Model: check failed: {out.stderr[-300:]}"]
+    except subprocess.TimeoutExpired:
+        return ["Model: no answer from the model check within 180 s"]
+
+
+def _start_local_model() -> Any:
+    """``PMEM_LLM=local``: the bundled small model beside the stack (pmem_site.local_model)."""
+    from pmem_site.local_model import LocalModelServer
+
+    print("P-Mem: starting the bundled SmolLM2-135M server (PMEM_LLM=local) ...", flush=True)
+    server = LocalModelServer(log_path=Path(os.environ.get("PMEM_DATA_DIR", "var"))
+                              / "local-model.log").start()
+    os.environ["PMEM_LLM_BASE_URL"], os.environ["PMEM_LLM_MODEL"] = server.base_url, server.model
+    return server
 
 
 def _interrupt(signum: int, frame: object) -> None:
@@ -62,6 +87,7 @@ def main() -> int:
     print(f"P-Mem: data in {embedded.data_dir()}", flush=True)
     embedded.start()
     children: list[subprocess.Popen[bytes]] = []
+    local_model: list[Any] = []
 
     def stop() -> None:
         # A second Ctrl-C (the terminal sends one to every process) must not cut this short.
@@ -76,14 +102,19 @@ def main() -> int:
                 child.wait(timeout=max(0.1, deadline - time.time()))
             except subprocess.TimeoutExpired:
                 child.kill()
+        for server in local_model:
+            server.stop()
         if embedded_db or embedded_broker:
             embedded.stop()
         print("P-Mem stopped.", flush=True)
 
     try:
+        if os.environ.get("PMEM_LLM", "").strip().lower() == "local":
+            local_model.append(_start_local_model())
         _manage("migrate", "--no-input", "-v", "0")
         _manage("collectstatic", "--no-input", "-v", "0")
         token = _demo_credentials()
+        model_lines = _model_summary()
         children.append(subprocess.Popen(
             [sys.executable, "-m", "celery", "-A", "pmem_site", "worker", "-Q",
              os.environ.get("PMEM_QUEUE", "pmem"), "--concurrency",
@@ -106,6 +137,8 @@ def main() -> int:
         print(f"  API docs:       http://127.0.0.1:{port}/api/docs/", flush=True)
         print(f"  MCP (agents):   http://127.0.0.1:{mcp_port}/mcp  (Bearer <api token>)",
               flush=True)
+        for line in model_lines:
+            print(f"  {line}", flush=True)
         print("  Ctrl-C stops everything.", flush=True)
         print("=" * 64 + "\n", flush=True)
         signal.signal(signal.SIGTERM, _interrupt)

@@ -185,6 +185,11 @@ PMEM_LLM_API_KEY = env_str("PMEM_LLM_API_KEY") or "EMPTY"
 PMEM_LLM_TIMEOUT = env_float("PMEM_LLM_TIMEOUT", 60.0)
 PMEM_LLM_MAX_RETRIES = env_int("PMEM_LLM_MAX_RETRIES", 3)
 PMEM_LLM_CONCURRENCY = env_int("PMEM_LLM_CONCURRENCY", 4)
+# How a JSON schema is asked for: "auto" negotiates per endpoint (memory/llm/client.py); one of
+# json_schema, json_object, structured_outputs, guided_json, prompt pins that form.
+PMEM_LLM_STRUCTURED_OUTPUT = env_str("PMEM_LLM_STRUCTURED_OUTPUT", "auto")
+# Longest answer a schema-constrained call may give (tokens; 0: the server's default).
+PMEM_LLM_MAX_TOKENS = env_int("PMEM_LLM_MAX_TOKENS", 2048)
 PMEM_EMBED_BASE_URL = env_str("PMEM_EMBED_BASE_URL")
 PMEM_EMBED_MODEL = env_str("PMEM_EMBED_MODEL")
 PMEM_EMBED_API_KEY = env_str("PMEM_EMBED_API_KEY") or PMEM_LLM_API_KEY

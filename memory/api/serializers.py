@@ -117,12 +117,27 @@ class OperationSummaryOut(serializers.Serializer):
     reason = serializers.CharField()
 
 
+class DroppedFactOut(serializers.Serializer):
+    key = serializers.CharField(allow_blank=True)
+    value = serializers.CharField(allow_blank=True)
+    reason = serializers.CharField()
+
+
+class ExtractionOut(serializers.Serializer):
+    extractor = serializers.CharField(allow_null=True)
+    raw = serializers.CharField(allow_blank=True, help_text="the model's answer as received")
+    error = serializers.CharField(allow_null=True)
+    dropped = DroppedFactOut(many=True, help_text="facts a model extracted that were refused "
+                                                  "before anything was written")
+
+
 class ObservationOut(serializers.Serializer):
     id = serializers.IntegerField()
     seq = serializers.IntegerField()
     status = serializers.ChoiceField(choices=[state.value for state in EvidenceState])
     error = serializers.CharField(allow_blank=True)
     operations = OperationSummaryOut(many=True, required=False)
+    extraction = ExtractionOut(allow_null=True, required=False)
 
 
 class CellOpIn(serializers.Serializer):

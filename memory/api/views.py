@@ -9,7 +9,8 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models.fields.json import KT, KeyTransform
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
@@ -139,7 +140,27 @@ def observation_body(evidence: Evidence) -> dict[str, Any]:
         "cost": {"chat_calls": evidence.chat_calls, "embed_calls": evidence.embed_calls,
                  "prompt_tokens": evidence.prompt_tokens,
                  "completion_tokens": evidence.completion_tokens},
+        "extraction": extraction_body(evidence.pk),
     }
+
+
+def extraction_body(evidence_id: int) -> dict[str, Any] | None:
+    """How the observation's text became facts: the extractor, the model's raw answer, and
+    the facts refused before anything was written (each with its reason). None before
+    extraction. Only these parts are cut out of the extraction, in SQL: its facts and cached
+    vectors never leave the database (decision 21)."""
+    parts = (Evidence.objects.filter(pk=evidence_id)
+             .values_list(KT("extracted__extractor"), KT("extracted__raw"),
+                          KT("extracted__extraction_error"),
+                          KeyTransform("dropped", "extracted"),
+                          ExpressionWrapper(Q(extracted__isnull=True),
+                                            output_field=BooleanField()))
+             .first())
+    if parts is None or parts[4]:
+        return None
+    extractor, raw, error, dropped, _ = parts
+    return {"extractor": extractor, "raw": raw or "", "error": error,
+            "dropped": list(dropped or [])}
 
 
 def _enqueue(evidence_id: int) -> None:

@@ -1,6 +1,10 @@
 """Annotation: choose one typed operation per fact relative to its key's head (SPEC §5.4).
 
-All facts of one observation go to the model in ONE schema-constrained call. The answer is then
+A fact whose key has no head is decided without the model (the paper's deterministic
+controller, SPEC §5.4): it is a create, applied as ``accept`` (a ``withdrawn`` one is a noop:
+there is nothing to revoke), so no model answer can drop a new key's first value, and an
+observation of new keys costs no annotation call. All other facts of one observation go to the
+model in ONE schema-constrained call. The answer is then
 validated deterministically, item by item, so a misbehaving model can only ever produce noops
 (paper A.2): an unknown op, a missing item, or an unparsable answer becomes a noop with its
 reason; an op for a key that was never asked about is dropped and logged. Whether an op is valid
@@ -65,18 +69,21 @@ class AnnotatedOp:
     value: str | None
     reason: str
     valid: bool
+    by_model: bool = False  # True: the model was asked (its answer or a fallback for it)
 
 
 @dataclass(frozen=True)
 class AnnotationResult:
     """``ops`` align 1:1 with the items asked about. ``error`` is set when the whole answer was
-    unusable (every op is then a fallback); ``raw`` is the model's text as received."""
+    unusable (every op asked of the model is then a fallback); ``raw`` is the model's text as
+    received; ``calls`` is 1 when the model was asked, 0 when no item needed it."""
 
     ops: list[AnnotatedOp] = field(default_factory=list)
     raw: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
+    calls: int = 0
 
 
 def item_payload(item: AnnotationItem) -> dict[str, Any]:
@@ -96,9 +103,31 @@ def item_payload(item: AnnotationItem) -> dict[str, Any]:
 
 
 def annotate(client: ModelClient, items: Sequence[AnnotationItem]) -> AnnotationResult:
-    """Annotate every item of one observation in ONE call. Never raises on model misbehaviour."""
-    if not items:
-        return AnnotationResult()
+    """Annotate every item of one observation: items on a key without a head by the
+    deterministic controller (:func:`create_op`), the others in ONE model call. Never raises
+    on model misbehaviour."""
+    decided = {i: op for i, item in enumerate(items) if (op := create_op(item)) is not None}
+    asked = [item for i, item in enumerate(items) if i not in decided]
+    answered = _annotate_with_model(client, asked) if asked else AnnotationResult()
+    by_model = iter(answered.ops)
+    ops = [decided[i] if i in decided else next(by_model) for i in range(len(items))]
+    return replace(answered, ops=ops)
+
+
+def create_op(item: AnnotationItem) -> AnnotatedOp | None:
+    """The operation of a fact on a key with no head, decided without asking (SPEC §5.4):
+    accept (a create), or noop for a withdrawal (nothing to revoke). None when the key has a
+    head (the annotator decides)."""
+    if item.has_head:
+        return None
+    if item.assertion == "withdrawn":
+        return AnnotatedOp(item.key, "noop", item.new_value, "rule: nothing to revoke", True)
+    return AnnotatedOp(item.key, "accept", item.new_value, "rule: create (no head)", True)
+
+
+def _annotate_with_model(client: ModelClient,
+                         items: Sequence[AnnotationItem]) -> AnnotationResult:
+    """Every item in ONE schema-constrained call, validated item by item."""
     result = client.chat_json(
         messages=prompts.annotation_messages([item_payload(item) for item in items]),
         schema=prompts.ANNOTATION_SCHEMA,
@@ -108,6 +137,7 @@ def annotate(client: ModelClient, items: Sequence[AnnotationItem]) -> Annotation
         raw=result.raw,
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
+        calls=1,
     )
     entries = _operation_entries(result.data) if result.error is None else None
     error = result.error or (None if entries is not None else "wrong schema: no operations list")
@@ -161,7 +191,8 @@ def _validated(item: AnnotationItem, entry: dict[str, Any]) -> AnnotatedOp:
     op = str(entry.get("op", "")).strip().lower()
     if op not in OPS:
         return _fallback(item, f"invalid: unknown op {str(entry.get('op'))[:40]!r}")
-    return AnnotatedOp(item.key, op, _value_for(op, item), "annotator", valid=True)
+    return AnnotatedOp(item.key, op, _value_for(op, item), "annotator", valid=True,
+                       by_model=True)
 
 
 def _value_for(op: str, item: AnnotationItem) -> str | None:
@@ -173,7 +204,7 @@ def _value_for(op: str, item: AnnotationItem) -> str | None:
 
 
 def _fallback(item: AnnotationItem, reason: str) -> AnnotatedOp:
-    return AnnotatedOp(item.key, "noop", item.new_value, reason, valid=False)
+    return AnnotatedOp(item.key, "noop", item.new_value, reason, valid=False, by_model=True)
 
 
 def _hard_commit(item: AnnotationItem, op: AnnotatedOp) -> AnnotatedOp:
@@ -186,7 +217,8 @@ def _hard_commit(item: AnnotationItem, op: AnnotatedOp) -> AnnotatedOp:
         and item.assertion != "withdrawn"
     ):
         return AnnotatedOp(
-            item.key, "accept", item.new_value, f"{op.reason}; hard_commit", op.valid
+            item.key, "accept", item.new_value, f"{op.reason}; hard_commit", op.valid,
+            by_model=op.by_model,
         )
     return op
 

@@ -5,6 +5,15 @@ the model sent, and token usage. Retries are ours (the SDK's are disabled) so th
 explicit: exponential backoff on 429, 5xx, connection errors and timeouts, honouring
 ``Retry-After``. Concurrency is capped per endpoint by a semaphore shared by every client in the
 process, so many Celery threads cannot overload one vLLM server.
+
+Structured output is negotiated per endpoint (docs/decisions.md, "Structured-output
+negotiation"): servers take a JSON schema in different request forms (``FORMS``, tried in that
+order). The first schema-constrained call to an endpoint is its own probe: a request the server
+rejects as an unsupported form is not retried as transient but sent again at once in the next
+form, and the form that worked is remembered for the endpoint, process-wide. A call that fails
+for any other reason forgets it, so the next call negotiates again (the server may have been
+replaced). :meth:`ModelClient.probe` asks explicitly, with a tiny request per form, for
+``/healthz``, ``make run`` and ``manage.py pmem_model check``.
 """
 
 from __future__ import annotations
@@ -14,7 +23,9 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -24,6 +35,14 @@ import openai
 log = logging.getLogger("pmem.llm")
 
 T = TypeVar("T")
+
+#: Structured-output request forms, in the order they are tried: OpenAI's ``json_schema``
+#: (vLLM, SGLang, LM Studio, llama.cpp's own server, recent Ollama); ``json_object`` with the
+#: schema beside it (llama-cpp-python's server); vLLM's ``structured_outputs`` and its older
+#: ``guided_json`` body fields; and a plain prompt carrying the schema, parsed tolerantly.
+FORMS = ("json_schema", "json_object", "structured_outputs", "guided_json", "prompt")
+#: Error prefix of an answer saying the server does not take the request's form.
+UNSUPPORTED = "unsupported format"
 
 DEFAULT_EMBED_DIM = 384
 _RETRY_AFTER_CAP_S = 60.0
@@ -40,6 +59,8 @@ class ChatResult:
     completion_tokens: int = 0
     error: str | None = None
     attempts: int = 0
+    form: str | None = None  # the structured-output form the answer came in (chat_json)
+    probes: int = 0  # calls the server refused as an unsupported form before this answer
 
     @property
     def ok(self) -> bool:
@@ -135,7 +156,16 @@ class ModelClient:
         embed_request_dimensions: bool = False,
         backoff_base: float = 0.5,
         backoff_cap: float = 8.0,
+        structured_output: str = "auto",
+        max_tokens: int | None = None,
     ) -> None:
+        if structured_output != "auto" and structured_output not in FORMS:
+            raise ValueError(f"structured_output must be 'auto' or one of {FORMS}")
+        # "auto" negotiates; a pinned form is the only one asked (refused: an error).
+        self.forms = FORMS if structured_output == "auto" else (structured_output,)
+        # Bounds a schema-constrained answer: a weak model under a grammar may repeat array
+        # items until the context is full (minutes on a CPU); what came back whole is salvaged.
+        self.max_tokens = max_tokens
         self.base_url = base_url
         self.model = model
         self.max_retries = max(0, max_retries)
@@ -162,6 +192,9 @@ class ModelClient:
         self._chat_sem = endpoint_semaphore(base_url, concurrency)
         self._embed_sem = endpoint_semaphore(self.embed_base_url, concurrency)
 
+    def _backoff(self, attempt: int) -> float:
+        return float(min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1)))
+
     # --- chat ---------------------------------------------------------------------------
 
     def chat_json(
@@ -171,23 +204,72 @@ class ModelClient:
         schema: dict[str, Any],
         schema_name: str,
         temperature: float = 0.0,
+        max_tokens: int | None = None,
     ) -> ChatResult:
-        """One schema-constrained chat call. Never raises for model or network faults: a failed
-        call or an unparsable answer comes back with ``data=None`` and ``error`` set."""
-        response_format = {
-            "type": "json_schema",
-            "json_schema": {"name": schema_name, "schema": schema, "strict": True},
-        }
-        result = self._chat_call(
-            messages=messages, temperature=temperature, response_format=response_format
-        )
-        if result.error is not None:
-            return result
-        try:
-            data = parse_json_loose(result.raw)
-        except ValueError as exc:
-            return replace(result, data=None, error=f"unparsable: {exc}")
-        return replace(result, data=data)
+        """One schema-constrained chat call in the endpoint's structured-output form
+        (negotiated on the first call, see the module docstring). Never raises for model or
+        network faults: a failed call or an unparsable answer comes back with ``data=None``
+        and ``error`` set."""
+        known = endpoint_forms.get(self.base_url, self.model)
+        forms = self.forms
+        order: list[str] = list(forms)
+        if known is not None and known in forms:  # the form found before goes first
+            order = [known] + [f for f in forms if f != known]
+        probes = 0
+        for form in order:
+            params = request_params(form, messages, schema, schema_name)
+            if (max_tokens or self.max_tokens) is not None:
+                params["max_tokens"] = max_tokens or self.max_tokens
+            result = self._chat_call(structured=form != "prompt", temperature=temperature,
+                                     **params)
+            if result.error is not None and result.error.startswith(UNSUPPORTED):
+                log.warning("%s does not take structured output as %s: %s", self.base_url,
+                            form, result.error)
+                endpoint_forms.forget(self.base_url, self.model)
+                probes += 1
+                continue
+            result = replace(result, form=form, probes=probes)
+            if result.error is not None:
+                if is_transport_error(result.error):
+                    endpoint_forms.forget(self.base_url, self.model)  # negotiate again next time
+                return result
+            endpoint_forms.remember(self.base_url, self.model, form)
+            try:
+                data = parse_json_loose(result.raw)
+            except ValueError as exc:
+                return replace(result, data=None, error=f"unparsable: {exc}")
+            return replace(result, data=data)
+        return replace(result, data=None, probes=probes)  # every form asked was refused
+
+    def probe(self, *, first_only: bool = False) -> dict[str, str | None]:
+        """Ask the endpoint, with one tiny request per form, which structured-output forms it
+        takes: ``{form: None (taken) or the error}``. Stops at the first transport failure
+        (the remaining forms are reported with that error), and with ``first_only`` at the
+        first form taken (the rest are left out). Remembers the first form taken."""
+        schema = {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                  "required": ["ok"], "additionalProperties": False}
+        messages = [{"role": "user", "content": 'Answer {"ok": true}'}]
+        found: dict[str, str | None] = {}
+        for form in FORMS:
+            params = request_params(form, messages, schema, "pmem_probe")
+            result = self._chat_call(structured=form != "prompt", temperature=0.0,
+                                     max_tokens=8, **params)
+            found[form] = result.error
+            if result.error is None and first_only and form in self.forms:
+                break
+            if result.error is not None and not result.error.startswith(UNSUPPORTED):
+                found.update({f: result.error for f in FORMS if f not in found})
+                break
+        first = next((f for f in self.forms if found.get(f) is None), None)
+        if first is not None:
+            endpoint_forms.remember(self.base_url, self.model, first)
+        return found
+
+    @property
+    def structured_output(self) -> str | None:
+        """The form negotiated for this endpoint in this process, None before (or after a
+        failure)."""
+        return endpoint_forms.get(self.base_url, self.model)
 
     def chat_text(self, *, messages: list[dict[str, str]], max_tokens: int = 8) -> ChatResult:
         """One short plain-text answer (a single word, say); ``data`` is the stripped text."""
@@ -196,12 +278,14 @@ class ModelClient:
             return result
         return replace(result, data=result.raw.strip())
 
-    def _chat_call(self, **params: Any) -> ChatResult:
+    def _chat_call(self, *, structured: bool = False, **params: Any) -> ChatResult:
+        """One chat completion with retries. ``structured``: the request carries a
+        structured-output form, so an error naming it means the form was refused."""
         def call() -> Any:
             return self._chat.chat.completions.create(model=self.model, **params)
 
         try:
-            response, attempts = self._with_retries(call, self._chat_sem)
+            response, attempts = with_retries(call, self._chat_sem, self.max_retries, self._backoff, structured)
         except _Failure as exc:
             self.counter.add_chat(0, 0)
             return ChatResult(data=None, raw="", error=str(exc), attempts=exc.attempts)
@@ -229,7 +313,7 @@ class ModelClient:
             )
 
         try:
-            response, _ = self._with_retries(call, self._embed_sem)
+            response, _ = with_retries(call, self._embed_sem, self.max_retries, self._backoff)
         except _Failure as exc:
             self.counter.add_embed(0)
             return EmbedResult(vectors=[], error=str(exc))
@@ -245,53 +329,146 @@ class ModelClient:
             return EmbedResult(vectors=[], prompt_tokens=prompt_tokens, error=error)
         return EmbedResult(vectors=vectors, prompt_tokens=prompt_tokens)
 
-    # --- retry policy -----------------------------------------------------------------------
+# --- retry policy ---------------------------------------------------------------------------
 
-    def _with_retries(
-        self, call: Callable[[], T], semaphore: threading.BoundedSemaphore
-    ) -> tuple[T, int]:
-        """Run ``call`` under the endpoint semaphore, retrying transient faults.
 
-        Returns (response, attempts). Raises :class:`_Failure` (with ``attempts``) once retries
-        are exhausted or on a fault that retrying cannot fix (400, 401, 404, ...). The
-        semaphore is held only during a request, never while backing off.
-        """
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                with semaphore:
-                    return call(), attempt
-            except openai.APIStatusError as exc:
-                error, retryable = f"http {exc.status_code}: {_short(exc)}", _retryable(exc)
-                delay = _retry_after(exc)
-            except openai.APITimeoutError:
-                error, retryable, delay = "timeout", True, None
-            except openai.APIConnectionError as exc:
-                error, retryable, delay = f"connection error: {_short(exc)}", True, None
-            except (openai.OpenAIError, ValueError, TypeError) as exc:
-                error, retryable, delay = f"{type(exc).__name__}: {_short(exc)}", False, None
-            if not retryable or attempt > self.max_retries:
-                log.warning("model call failed after %d attempt(s): %s", attempt, error)
-                raise _Failure(error, attempt)
-            time.sleep(self._backoff(attempt) if delay is None else delay)
+def with_retries(call: Callable[[], T], semaphore: threading.BoundedSemaphore, max_retries: int,
+                 backoff: Callable[[int], float], structured: bool = False) -> tuple[T, int]:
+    """Run ``call`` under the endpoint semaphore, retrying transient faults.
 
-    def _backoff(self, attempt: int) -> float:
-        return float(min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1)))
+    Returns (response, attempts). Raises :class:`_Failure` (with ``attempts``) once retries
+    are exhausted or on a fault that retrying cannot fix (400, 401, 404, ...). The
+    semaphore is held only during a request, never while backing off. ``structured``: the
+    request carries a structured-output form, so an error naming it means the form was
+    refused (not retried: asking again cannot help).
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            with semaphore:
+                return call(), attempt
+        except openai.APIStatusError as exc:
+            error, retryable = f"http {exc.status_code}: {_short(exc)}", _retryable(exc)
+            delay = _retry_after(exc)
+            if structured and unsupported_form(exc.status_code, str(exc)):
+                error, retryable = f"{UNSUPPORTED}: {error}", False
+        except openai.APITimeoutError:
+            error, retryable, delay = "timeout", True, None
+        except openai.APIConnectionError as exc:
+            error, retryable, delay = f"connection error: {_short(exc)}", True, None
+        except (openai.OpenAIError, ValueError, TypeError) as exc:
+            error, retryable, delay = f"{type(exc).__name__}: {_short(exc)}", False, None
+        if not retryable or attempt > max_retries:
+            log.log(logging.INFO if error.startswith(UNSUPPORTED) else logging.WARNING,
+                    "model call failed after %d attempt(s): %s", attempt, error)
+            raise _Failure(error, attempt)
+        time.sleep(backoff(attempt) if delay is None else delay)
 
 
 # --- helpers ---------------------------------------------------------------------------------
 
 
+class EndpointForms:
+    """The structured-output form found per (endpoint, model), shared by every client of the
+    process: a probe counts as a call, so it is made once per endpoint, not per task."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._forms: dict[tuple[str, str], str] = {}
+
+    def get(self, base_url: str, model: str) -> str | None:
+        with self._lock:
+            return self._forms.get((base_url.rstrip("/"), model))
+
+    def remember(self, base_url: str, model: str, form: str) -> None:
+        with self._lock:
+            before = self._forms.get((base_url.rstrip("/"), model))
+            self._forms[(base_url.rstrip("/"), model)] = form
+        if before != form:
+            log.info("structured output for %s (%s): %s", base_url, model, form)
+
+    def forget(self, base_url: str, model: str) -> None:
+        with self._lock:
+            self._forms.pop((base_url.rstrip("/"), model), None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._forms.clear()
+
+
+endpoint_forms = EndpointForms()
+
+#: Words in an error body that say the request's structured-output form was refused (as
+#: opposed to the model, the key or the server failing): llama-cpp-python answers a
+#: ``json_schema`` request with HTTP 500 "Input should be 'text' or 'json_object'"; vLLM and
+#: pydantic-based servers name the field ("extra_forbidden", "Extra inputs are not permitted").
+_FORM_WORDS = ("response_format", "json_schema", "json_object", "structured_outputs",
+               "guided_json", "input should be", "extra inputs", "extra_forbidden",
+               "unsupported", "not supported", "format")
+
+
+def unsupported_form(status: int, message: str) -> bool:
+    """True when an HTTP error says the request's structured-output form is not taken."""
+    if status not in (400, 415, 422, 500, 501):
+        return False
+    text = message.lower()
+    return any(word in text for word in _FORM_WORDS)
+
+
+def request_params(form: str, messages: list[dict[str, str]], schema: dict[str, Any],
+                   schema_name: str) -> dict[str, Any]:
+    """The chat-completion parameters that ask for ``schema`` in ``form``."""
+    if form == "json_schema":
+        return {"messages": messages, "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": schema_name, "schema": schema, "strict": True}}}
+    if form == "json_object":
+        return {"messages": messages,
+                "response_format": {"type": "json_object", "schema": schema}}
+    if form == "structured_outputs":
+        return {"messages": messages, "extra_body": {"structured_outputs": {"json": schema}}}
+    if form == "guided_json":
+        return {"messages": messages, "extra_body": {"guided_json": schema}}
+    if form == "prompt":
+        return {"messages": schema_in_prompt(messages, schema)}
+    raise ValueError(f"unknown structured-output form {form!r}")
+
+
+def schema_in_prompt(messages: list[dict[str, str]], schema: dict[str, Any]) -> list[dict[str, str]]:
+    """``messages`` with the schema appended to the system message (one is added if none)."""
+    note = ("Reply with one JSON object that matches this JSON schema, and nothing else:\n"
+            + json.dumps(schema, ensure_ascii=False))
+    out = [dict(m) for m in messages]
+    for message in out:
+        if message.get("role") == "system":
+            message["content"] = f"{message.get('content', '')}\n{note}"
+            return out
+    return [{"role": "system", "content": note}, *out]
+
+
 #: Error prefixes of an answer that came back but was unusable (see ``is_transport_error``).
-CONTENT_ERROR_PREFIXES = ("unparsable", "no choices", "wrong schema", "malformed")
+CONTENT_ERROR_PREFIXES = ("unparsable", "no choices", "wrong schema", "malformed", UNSUPPORTED)
 
 
 def is_transport_error(error: str | None) -> bool:
     """True when no usable answer arrived at all (timeout, connection error, HTTP status after
-    the retries): trying again later may help. False for no error, and for an answer that came
-    back but was unusable (unparsable, wrong schema): the model would most likely say it again."""
+    the retries): trying again later may help. False for no error, for an answer that came
+    back but was unusable (unparsable, wrong schema): the model would most likely say it again,
+    and for a request form no form of which the server takes."""
     return bool(error) and not str(error).startswith(CONTENT_ERROR_PREFIXES)
+
+
+def describe_error(exc: Exception) -> str:
+    """An SDK exception as the error string results carry (``http 401: ...``, ``timeout``,
+    ``connection error: ...``), for calls made outside the retry loop."""
+    if isinstance(exc, openai.APIStatusError):
+        return f"http {exc.status_code}: {_short(exc)}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return f"connection error: {_short(exc)}"
+    return f"{type(exc).__name__}: {_short(exc)}"
 
 
 def _short(exc: Exception, limit: int = 200) -> str:
@@ -338,7 +515,8 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 def parse_json_loose(raw: str) -> Any:
     """Parse a model's JSON answer: strip ``<think>`` blocks and code fences, try the whole
-    text, then the first ``{...}`` or ``[...]`` block in it. Raises ValueError if none parses."""
+    text, then the first ``{...}`` or ``[...]`` block in it, or what of it came back whole
+    (:func:`salvage_truncated`). Raises ValueError if none parses."""
     text = _THINK.sub("", raw).strip()
     fenced = _FENCE.match(text)
     if fenced:
@@ -355,8 +533,45 @@ def parse_json_loose(raw: str) -> Any:
         try:
             return decoder.raw_decode(text, start)[0]
         except json.JSONDecodeError:
-            continue
+            salvaged = salvage_truncated(text[start:])  # cut off by a length limit?
+            if salvaged is not None:
+                return salvaged
     raise ValueError(f"no JSON value in {text[:80]!r}")
+
+
+def salvage_truncated(text: str) -> Any | None:
+    """The complete objects of an answer cut off inside its list (a length limit hit):
+    ``{"facts": [{...}, {...}, {"key": "ab`` gives ``{"facts": [{...}, {...}]}``, a bare
+    ``[{...}, {"k`` the list. None when no complete object precedes the cut. One left-to-right
+    pass of the JSON decoder: nothing backtracks."""
+    bracket = text.find("[")
+    if bracket < 0:
+        return None
+    head = text[:bracket].strip()
+    name = None
+    if head:  # '{"facts":' — the one member the list belongs to
+        if not (head.startswith("{") and head.endswith(":")):
+            return None
+        try:
+            name = json.loads(head[1:-1].strip())
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(name, str):
+            return None
+    decoder, items, i = json.JSONDecoder(), [], bracket + 1
+    while True:
+        while i < len(text) and text[i] in " \t\r\n,":
+            i += 1
+        if i >= len(text) or text[i] != "{":
+            break
+        try:
+            item, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            break
+        items.append(item)
+    if not items:
+        return None
+    return items if name is None else {name: items}
 
 
 def fit_vector(values: Any, dim: int) -> list[float]:
@@ -370,24 +585,46 @@ def fit_vector(values: Any, dim: int) -> list[float]:
     return [float(x) for x in vec]
 
 
-def client_from_settings() -> ModelClient | None:
+_CHAT_MODEL_OFF: ContextVar[bool] = ContextVar("pmem_chat_model_off", default=False)
+
+
+@contextmanager
+def chat_model_off() -> Iterator[None]:
+    """Within this block (this thread or task) :func:`client_from_settings` answers None, as
+    if no chat model were configured: the demo histories are written this way, so what they
+    hold never depends on a model (docs/decisions.md, "The demo never asks a model")."""
+    token = _CHAT_MODEL_OFF.set(True)
+    try:
+        yield
+    finally:
+        _CHAT_MODEL_OFF.reset(token)
+
+
+def client_from_settings(**overrides: Any) -> ModelClient | None:
     """A client configured from Django settings (``PMEM_LLM_*``, ``PMEM_EMBED_*``), or None
-    when ``PMEM_LLM_BASE_URL`` is empty (no model configured)."""
+    when ``PMEM_LLM_BASE_URL`` is empty (no model configured) or inside
+    :func:`chat_model_off`. ``overrides`` replace constructor arguments (a health probe's
+    short timeout, say)."""
     from django.conf import settings
 
     base_url = getattr(settings, "PMEM_LLM_BASE_URL", "") or ""
-    if not base_url:
+    if not base_url or _CHAT_MODEL_OFF.get():
         return None
-    return ModelClient(
-        base_url=base_url,
-        model=getattr(settings, "PMEM_LLM_MODEL", "") or "default",
-        api_key=getattr(settings, "PMEM_LLM_API_KEY", "") or "EMPTY",
-        timeout=float(getattr(settings, "PMEM_LLM_TIMEOUT", 60.0)),
-        max_retries=int(getattr(settings, "PMEM_LLM_MAX_RETRIES", 3)),
-        concurrency=int(getattr(settings, "PMEM_LLM_CONCURRENCY", 4)),
-        embed_base_url=getattr(settings, "PMEM_EMBED_BASE_URL", "") or None,
-        embed_model=getattr(settings, "PMEM_EMBED_MODEL", "") or None,
-        embed_api_key=getattr(settings, "PMEM_EMBED_API_KEY", "") or None,
-        embed_dim=int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_EMBED_DIM)),
-        embed_request_dimensions=bool(getattr(settings, "PMEM_EMBED_REQUEST_DIMENSIONS", False)),
-    )
+    options: dict[str, Any] = {
+        "base_url": base_url,
+        "model": getattr(settings, "PMEM_LLM_MODEL", "") or "default",
+        "api_key": getattr(settings, "PMEM_LLM_API_KEY", "") or "EMPTY",
+        "timeout": float(getattr(settings, "PMEM_LLM_TIMEOUT", 60.0)),
+        "max_retries": int(getattr(settings, "PMEM_LLM_MAX_RETRIES", 3)),
+        "concurrency": int(getattr(settings, "PMEM_LLM_CONCURRENCY", 4)),
+        "embed_base_url": getattr(settings, "PMEM_EMBED_BASE_URL", "") or None,
+        "embed_model": getattr(settings, "PMEM_EMBED_MODEL", "") or None,
+        "embed_api_key": getattr(settings, "PMEM_EMBED_API_KEY", "") or None,
+        "embed_dim": int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_EMBED_DIM)),
+        "embed_request_dimensions": bool(getattr(settings, "PMEM_EMBED_REQUEST_DIMENSIONS",
+                                                 False)),
+        "structured_output": getattr(settings, "PMEM_LLM_STRUCTURED_OUTPUT", "") or "auto",
+        "max_tokens": int(getattr(settings, "PMEM_LLM_MAX_TOKENS", 0)) or None,
+    }
+    options.update(overrides)
+    return ModelClient(**options)

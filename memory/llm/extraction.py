@@ -1,15 +1,23 @@
-"""Extraction: one observation -> keyed facts. The model in ONE schema-constrained call
-(paper A.4) when one is configured, else the rule extractor (:func:`extract_text`)."""
+"""Model extraction: one observation -> keyed facts, in ONE schema-constrained call (paper A.4).
+
+What a model extracted is validated before anything is written (:func:`validate_model_facts`,
+a pure function): weak or quantized models answer with empty keys, sentences for keys, the
+prompt's own words for values, and the same fact over and over. Each dropped fact is returned
+with its reason, to be recorded on the observation beside the raw answer (docs/decisions.md,
+"Garbage defence"). Facts a client sent never pass through here.
+"""
 
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from django.core.signals import setting_changed
 
-from memory.domain import normalize_key
+from memory.domain import normalize_key, normalize_value
 
 from . import prompts
 from .client import ModelClient, client_from_settings
@@ -30,12 +38,14 @@ class ExtractionResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
+    dropped: list[dict[str, str]] = field(default_factory=list)
 
 
 def extract_facts(client: ModelClient, text: str) -> ExtractionResult:
     """Extract ``{key, value, assertion}`` facts from ``text``. Never raises on model
-    misbehaviour: keys are normalised, facts with an empty key or value dropped, an unknown
-    assertion read as ``asserted``; an answer without a list of facts is an error."""
+    misbehaviour: keys are normalised, an unknown assertion read as ``asserted``, and facts
+    that fail :func:`validate_model_facts` dropped (listed in ``dropped``, with the reason);
+    an answer without a list of facts is an error."""
     if not text.strip():
         return ExtractionResult()
     result = client.chat_json(
@@ -55,7 +65,11 @@ def extract_facts(client: ModelClient, text: str) -> ExtractionResult:
     if items is None:
         log.warning("extraction answer has no list of facts: %.200s", result.raw)
         return replace(answered, error="wrong schema: no list of facts")
-    return replace(answered, facts=[f for item in items if (f := _to_fact(item)) is not None])
+    facts, dropped = validate_model_facts(items, observation=text)
+    if dropped:
+        log.warning("extraction dropped %d of %d fact(s) (first: %s)", len(dropped), len(items),
+                    dropped[0]["reason"])
+    return replace(answered, facts=facts, dropped=dropped)
 
 
 def _fact_items(data: Any) -> list[Any] | None:
@@ -65,14 +79,114 @@ def _fact_items(data: Any) -> list[Any] | None:
     return data if isinstance(data, list) else None
 
 
-def _to_fact(item: Any) -> Fact | None:
+# --- garbage defence -------------------------------------------------------------------------
+
+#: Longest key a model may invent (a client may send up to ``PMEM_MAX_KEY_CHARS``): the
+#: prompt asks for subject + attribute; longer is a sentence squeezed into snake_case.
+MAX_MODEL_KEY_CHARS = 64
+#: Most words (``_``-separated parts) in a model's key, for the same reason.
+MAX_MODEL_KEY_WORDS = 8
+#: Most drops listed on one observation (the raw answer beside them holds the rest).
+MAX_DROPS_RECORDED = 50
+#: A run of this many words shared with the prompt and absent from the observation is a copy.
+_COPY_RUN = 4
+#: The schema's own words: a key or value that is one of them is a placeholder, not a fact.
+_PLACEHOLDERS = frozenset({"key", "value", "values", "assertion", "fact", "facts", "string",
+                           "snake case", "identifier", "observation", "subject", "attribute",
+                           "asserted", "hedged", "reported", "withdrawn", "null", "none",
+                           "n a", "example", "text"})
+_WORDS = re.compile(r"[^\W_]+")  # runs of letters and digits; never backtracks
+
+
+def _words(text: str) -> list[str]:
+    return _WORDS.findall(text.casefold())
+
+
+def _runs(words: list[str], n: int) -> set[tuple[str, ...]]:
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+class _Instructions:
+    """What the model was told (to recognise copies of it), and the observation it read."""
+
+    def __init__(self, observation: str, instructions: Iterable[str]) -> None:
+        told = _words(" ".join(instructions))
+        seen = _words(observation)
+        self.told_runs = _runs(told, _COPY_RUN)
+        self.told_text = " ".join(told)
+        self.seen = set(seen)
+        self.seen_runs = _runs(seen, _COPY_RUN)
+
+    def copied(self, text: str) -> bool:
+        """True when ``text`` comes from the prompt rather than the observation: a run of
+        ``_COPY_RUN`` words of the prompt the observation lacks, or (a shorter text) a
+        placeholder or a phrase of the prompt none of whose words the observation uses."""
+        words = _words(text)
+        if not words:
+            return False
+        if any(run in self.told_runs and run not in self.seen_runs
+               for run in _runs(words, _COPY_RUN)):
+            return True
+        if self.seen.intersection(words):
+            return False
+        phrase = " ".join(words)
+        return phrase in _PLACEHOLDERS or f" {phrase} " in f" {self.told_text} "
+
+
+def validate_model_facts(items: Iterable[Any], *, observation: str,
+                         instructions: Iterable[str] | None = None,
+                         ) -> tuple[list[Fact], list[dict[str, str]]]:
+    """Split a model's extracted items into facts to write and drops (``{key, value,
+    reason}``, raw as the model gave them, at most ``MAX_DROPS_RECORDED``). Dropped: an item
+    that is no object, an empty key, a key with no letter or that is a sentence, a key over
+    ``MAX_MODEL_KEY_CHARS``, an empty value, a key or value copying the instructions
+    (``instructions`` default to the extraction prompt), and a repeat of a (key, value, assertion)
+    already kept from this answer. Pure: no I/O."""
+    told = _Instructions(observation, instructions if instructions is not None
+                         else (prompts.EXTRACTION_SYSTEM, prompts.EXTRACTION_USER))
+    facts: list[Fact] = []
+    dropped: list[dict[str, str]] = []
+    kept: set[tuple[str, str, str]] = set()
+    for item in items:
+        raw_key = _text(item.get("key")) if isinstance(item, dict) else ""
+        raw_value = _text(item.get("value")).strip() if isinstance(item, dict) else ""
+        key = normalize_key(raw_key)
+        reason = _rejection(item, raw_key, key, raw_value, told)
+        assertion = coerce_assertion(item.get("assertion")) if isinstance(item, dict) else ""
+        # A withdrawal of a value just stated is no repeat of it: the assertion is part of it.
+        pair = (key, normalize_value(raw_value), assertion)
+        if reason is None and pair in kept:
+            reason = "duplicate: the same key and value earlier in this answer"
+        if reason is not None:
+            if len(dropped) < MAX_DROPS_RECORDED:
+                shown = raw_key if isinstance(item, dict) else repr(item)
+                dropped.append({"key": shown[:200], "value": raw_value[:200], "reason": reason})
+            continue
+        kept.add(pair)
+        facts.append(Fact(key=key, value=raw_value, assertion=assertion))
+    return facts, dropped
+
+
+def _rejection(item: Any, raw_key: str, key: str, value: str,
+               told: _Instructions) -> str | None:
+    """Why one item is not a fact to write, or None."""
     if not isinstance(item, dict):
-        return None
-    key = normalize_key(_text(item.get("key")))
-    value = _text(item.get("value")).strip()
-    if not key or not value:
-        return None
-    return Fact(key=key, value=value, assertion=coerce_assertion(item.get("assertion")))
+        return "not a fact object"
+    if not key:
+        return "empty key"
+    if not any(ch.isalpha() for ch in key):
+        return "not a key: no letter in it"
+    if "\n" in raw_key or len(key.split("_")) > MAX_MODEL_KEY_WORDS:
+        return "not a key: a sentence"
+    if len(key) > MAX_MODEL_KEY_CHARS:
+        return f"key longer than {MAX_MODEL_KEY_CHARS} characters"
+    if not value:
+        return "empty value"
+    if told.copied(key.replace("_", " ")):
+        return "key copies the instructions"
+    if told.copied(value):
+        return "value copies the instructions"
+    return None
 
 
 def _text(value: Any) -> str:
@@ -98,6 +212,7 @@ class TextExtraction:
     chat_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    dropped: list[dict[str, str]] = field(default_factory=list)  # model facts refused
 
 
 def _fact_dict(fact: Fact) -> dict[str, Any]:
@@ -143,5 +258,5 @@ def extract_text(text: str) -> TextExtraction:
     return TextExtraction(
         [_fact_dict(f) for f in result.facts], "model", raw=result.raw, error=result.error,
         chat_calls=1, prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens,
+        completion_tokens=result.completion_tokens, dropped=result.dropped,
     )

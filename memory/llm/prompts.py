@@ -122,8 +122,11 @@ You see only the key names. Answer with exactly one word: same or different.
 """
 
 
+EXTRACTION_USER = "Extract the facts from this observation."
+
+
 def extraction_messages(text: str) -> list[dict[str, str]]:
-    user = f"Extract the facts from this observation.\n<observation>\n{text}\n</observation>"
+    user = f"{EXTRACTION_USER}\n<observation>\n{text}\n</observation>"
     return [{"role": "system", "content": EXTRACTION_SYSTEM}, {"role": "user", "content": user}]
 
 

@@ -155,6 +155,8 @@ def extract_facts(evidence: Evidence) -> dict[str, Any]:
         result["completion_tokens"] += extracted.completion_tokens
         if extracted.error:
             result["extraction_error"] = extracted.error
+        if extracted.dropped:  # the model's facts refused before anything was written
+            result["dropped"] = extracted.dropped
     return result
 
 

@@ -64,7 +64,8 @@ def plan_facts(*, facts: list[dict[str, Any]], actor: str, overlay: Overlay,
             ann = annotated[id(fact)]
             op, reason, raw, version = OpType(ann["op"]), ann["reason"], ann["raw"], None
             value = ann["value"]
-            fact_actor = "annotator" if client is not None else "extractor"
+            # A create on a key without a head is decided without the model (SPEC §5.4).
+            fact_actor = "annotator" if client is not None and ann["by_model"] else "extractor"
             if op == OpType.REVOKE:
                 version = overlay.withdrawn_target(key, value)
                 if version is None:
@@ -118,13 +119,14 @@ def _annotate(facts: list[dict[str, Any]], heads: dict[str, HeadView],
         result = annotate_without_model(items)
     else:
         result = annotate(client, items)
-        plan.chat_calls += 1
+        plan.chat_calls += result.calls  # 0 when every fact was a create (SPEC §5.4)
         plan.prompt_tokens += result.prompt_tokens
         plan.completion_tokens += result.completion_tokens
         if is_transport_error(result.error):
             raise ModelUnavailable(f"annotation failed: {result.error}")
-    return [{"op": ann.op, "value": ann.value, "reason": ann.reason, "raw": result.raw or "",
-             "valid": ann.valid} for ann in result.ops]
+    return [{"op": ann.op, "value": ann.value, "reason": ann.reason,
+             "raw": (result.raw or "") if ann.by_model else "", "valid": ann.valid,
+             "by_model": ann.by_model} for ann in result.ops]
 
 
 def _resolve_identities(namespace: Namespace, facts: list[dict[str, Any]],

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from memory.llm.client import ModelClient
+from memory.llm.client import ModelClient, endpoint_forms
 from tests.support.scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401 - fixture
 
 ClientFactory = Callable[..., ModelClient]
@@ -31,3 +31,9 @@ def make_client(scripted_llm: ScriptedLLM) -> ClientFactory:  # noqa: F811
         return ModelClient(**options)
 
     return build
+
+
+@pytest.fixture(autouse=True)
+def _forget_negotiated_forms() -> None:
+    """Each test negotiates structured output afresh (a port may be reused)."""
+    endpoint_forms.clear()

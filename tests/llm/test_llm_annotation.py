@@ -85,7 +85,9 @@ def test_one_key_moved_twice_in_one_observation_pairs_ops_in_order(
         ]
     }
     scripted_llm.push(Fault.CUSTOM(json.dumps(answer)), job="annotation")
-    items = [AnnotationItem("mug_1_location", "a"), AnnotationItem("mug_1_location", "b")]
+    # The key has a head: a key without one is a create, never asked about (SPEC §5.4).
+    items = [AnnotationItem("mug_1_location", "a", head_value="z", head_status="active"),
+             AnnotationItem("mug_1_location", "b", head_value="z", head_status="active")]
 
     result = annotate(make_client(), items)
 
@@ -138,7 +140,8 @@ def test_an_item_the_model_left_out_becomes_a_noop(
     result = annotate(make_client(), [ITEMS[0], ITEMS[2]])
 
     assert result.ops[0] == AnnotatedOp(
-        "home_city", "noop", "Berlin", "missing: no operation for this fact", False
+        "home_city", "noop", "Berlin", "missing: no operation for this fact", False,
+        by_model=True
     )
     assert (result.ops[1].op, result.ops[1].valid) == ("accept", True)
 
@@ -154,9 +157,42 @@ def test_unusable_answer_turns_every_item_into_a_noop_and_keeps_the_raw_output(
     result = annotate(make_client(), ITEMS)
 
     assert result.error is not None
-    assert [op.op for op in result.ops] == ["noop"] * len(ITEMS)
-    assert all(op.reason.startswith("fallback:") and not op.valid for op in result.ops)
+    # Every item the model was asked about falls back to noop; new_key (no head) was never
+    # asked: it is a create whatever the model answers (SPEC §5.4).
+    asked = [op for item, op in zip(ITEMS, result.ops, strict=True) if item.has_head]
+    assert [op.op for op in asked] == ["noop"] * len(asked) and len(asked) == len(ITEMS) - 1
+    assert all(op.reason.startswith("fallback:") and not op.valid for op in asked)
+    assert (result.ops[3].op, result.ops[3].value) == ("accept", "v")
     assert result.raw == scripted_llm_raw(fault)
+
+
+def test_a_fact_on_a_key_without_a_head_is_a_create_without_a_model_call(
+    make_client: ClientFactory, scripted_llm: ScriptedLLM
+) -> None:
+    items = [AnnotationItem("personal_best_5k", "27:12"),
+             AnnotationItem("pet", "cat", "hedged", head_value="", head_status="revoked"),
+             AnnotationItem("typo", "x", "withdrawn")]
+    scripted_llm.push(Fault.CUSTOM(json.dumps({"operations": [
+        {"op": "noop", "key": "personal_best_5k", "old_value": None, "new_value": "27:12",
+         "status": "unchanged", "supersedes": False}]})), job="annotation")
+
+    result = annotate(make_client(), items)
+
+    assert scripted_llm.counts["annotation"] == 0 and result.calls == 0
+    assert ops_of(result) == [("personal_best_5k", "accept", "27:12"), ("pet", "accept", "cat"),
+                              ("typo", "noop", "x")]
+    assert not any(op.by_model for op in result.ops)
+
+
+def test_only_facts_on_keys_with_a_head_are_sent_to_the_model(
+    make_client: ClientFactory, scripted_llm: ScriptedLLM
+) -> None:
+    result = annotate(make_client(), ITEMS)
+
+    user = scripted_llm.requests_for("annotation")[0].body["messages"][-1]["content"]
+    sent = json.loads(user.split("<facts>")[1].split("</facts>")[0])["facts"]
+    assert [f["key"] for f in sent] == ["home_city", "mug_1_location", "pet", "age"]
+    assert result.calls == 1 and result.ops[3].by_model is False
 
 
 def scripted_llm_raw(fault: Fault) -> str:

@@ -272,3 +272,25 @@ def test_client_from_settings_reads_the_endpoints(monkeypatch) -> None:
     assert client is not None
     assert (client.model, client.max_retries) == ("qwen", 1)
     assert (client.embed_base_url, client.embed_model) == ("http://127.0.0.1:10/v1", "emb")
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ('{"facts": [{"key": "a", "value": "1"}, {"key": "b", "value": "2"}, {"key": "c", "va',
+     {"facts": [{"key": "a", "value": "1"}, {"key": "b", "value": "2"}]}),
+    ('[{"op": "accept"},\n {"op": "noop"}, {"op"', [{"op": "accept"}, {"op": "noop"}]),
+])
+def test_an_answer_cut_off_inside_its_list_keeps_the_complete_objects(raw: str,
+                                                                     expected) -> None:
+    assert parse_json_loose(raw) == expected
+
+
+@pytest.mark.parametrize("raw", ['{"facts": [{"key": "a", "va', 'text [ {"x', '{"a": 1, "b": ['])
+def test_nothing_complete_before_the_cut_is_still_unparsable(raw: str) -> None:
+    with pytest.raises(ValueError):
+        parse_json_loose(raw)
+
+
+def test_chat_json_bounds_the_answer_with_max_tokens(make_client: ClientFactory,
+                                                     scripted_llm: ScriptedLLM) -> None:
+    extraction_call(make_client(max_tokens=321))
+    assert scripted_llm.requests_for("extraction")[0].body["max_tokens"] == 321

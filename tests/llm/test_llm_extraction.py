@@ -7,7 +7,12 @@ import json
 import pytest
 
 from memory.llm import Fact
-from memory.llm.extraction import extract_facts
+from memory.llm.extraction import (
+    MAX_DROPS_RECORDED,
+    MAX_MODEL_KEY_CHARS,
+    extract_facts,
+    validate_model_facts,
+)
 from tests.llm.conftest import ClientFactory
 from tests.support.scripted_llm import Fault, ScriptedLLM
 
@@ -50,7 +55,10 @@ def test_extraction_normalises_keys_drops_empty_facts_and_repairs_assertions(
     }
     scripted_llm.push(Fault.CUSTOM(json.dumps(answer)), job="extraction")
 
-    result = extract_facts(make_client(), "anything")
+    # The observation states the facts (a key or value the observation never mentions but the
+    # prompt does is a copy of the instructions, dropped: see the garbage-defence tests).
+    result = extract_facts(make_client(), "My personal best 5k time is 27:12. I am 41, "
+                                          "and I think I have a cat.")
 
     assert result.error is None
     assert result.facts == [
@@ -58,6 +66,8 @@ def test_extraction_normalises_keys_drops_empty_facts_and_repairs_assertions(
         Fact("age", "41"),
         Fact("pet", "cat", "hedged"),
     ]
+    assert [d["reason"] for d in result.dropped] == ["empty key", "empty value",
+                                                     "not a fact object"]
 
 
 def test_extraction_accepts_a_bare_list_in_a_code_fence(
@@ -110,3 +120,91 @@ def test_extraction_timeout_is_an_error_not_an_exception(
 def test_blank_text_makes_no_call(make_client: ClientFactory, scripted_llm: ScriptedLLM) -> None:
     assert extract_facts(make_client(), "  \n ").facts == []
     assert scripted_llm.counts["extraction"] == 0
+
+
+# --- garbage defence: what a weak model answers is validated before anything is written ------
+
+MUG = "Update: mug 1 has been moved from countertop 1 to cabinet 3."
+
+
+def _drops(items: list[object], observation: str = MUG) -> list[tuple[str, str]]:
+    _, dropped = validate_model_facts(items, observation=observation)
+    return [(d["key"], d["reason"]) for d in dropped]
+
+
+def test_facts_with_empty_or_non_key_keys_are_dropped_with_their_reason() -> None:
+    items = [{"key": "", "value": "cabinet 3"}, {"key": "  ", "value": "x"},
+             {"key": "123", "value": "cabinet 3"}, {"key": "!!!", "value": "x"}]
+    assert _drops(items) == [("", "empty key"), ("  ", "empty key"),
+                             ("123", "not a key: no letter in it"), ("!!!", "empty key")]
+
+
+def test_over_long_and_sentence_keys_are_dropped() -> None:
+    long_key = "mug_" + "x" * 70
+    sentence = "mug 1 has been moved from countertop 1 to cabinet 3 today"
+    assert _drops([{"key": long_key, "value": "v"}, {"key": sentence, "value": "v"},
+                   {"key": "mug_1\nlocation", "value": "v"}]) == [
+        (long_key, f"key longer than {MAX_MODEL_KEY_CHARS} characters"),
+        (sentence, "not a key: a sentence"), ("mug_1\nlocation", "not a key: a sentence")]
+
+
+def test_values_and_keys_copying_the_instructions_are_dropped() -> None:
+    items = [
+        {"key": "mug_1_location", "value": "You turn one observation into keyed facts for an "
+                                           "agent's memory."},
+        {"key": "mug_1_location", "value": "copied verbatim from the observation"},
+        {"key": "mug_1_location", "value": "asserted"},
+        {"key": "key", "value": "value"},
+        {"key": "alice_home_city", "value": "cabinet 3"},  # the prompt's example key
+    ]
+    assert [reason for _, reason in _drops(items)] == [
+        "value copies the instructions", "value copies the instructions",
+        "value copies the instructions", "key copies the instructions",
+        "key copies the instructions"]
+
+
+def test_words_the_observation_uses_are_never_taken_for_a_copy() -> None:
+    # 'mug_1_location' is the prompt's example key too, and 'reported' an assertion name:
+    # the observation uses them, so they are the observation's.
+    facts, dropped = validate_model_facts(
+        [{"key": "mug_1_location", "value": "cabinet 3"},
+         {"key": "status", "value": "reported"}],
+        observation=MUG + " Its status: reported.")
+    assert [(f.key, f.value) for f in facts] == [("mug_1_location", "cabinet 3"),
+                                                ("status", "reported")]
+    assert dropped == []
+
+
+def test_repeated_key_value_pairs_within_one_answer_are_dropped_but_not_a_withdrawal() -> None:
+    items = [{"key": "mug_1_location", "value": "cabinet 3"},
+             {"key": "Mug 1 Location", "value": "Cabinet  3"},
+             {"key": "mug_1_location", "value": "countertop 1"},
+             {"key": "mug_1_location", "value": "cabinet 3", "assertion": "withdrawn"}]
+    facts, dropped = validate_model_facts(items, observation=MUG)
+    assert [(f.value, f.assertion) for f in facts] == [
+        ("cabinet 3", "asserted"), ("countertop 1", "asserted"), ("cabinet 3", "withdrawn")]
+    assert [d["reason"] for d in dropped] == [
+        "duplicate: the same key and value earlier in this answer"]
+
+
+def test_a_degenerate_answer_records_a_bounded_number_of_drops() -> None:
+    items = [{"key": "mug_1_location", "value": "cabinet 3"}] * 500
+    facts, dropped = validate_model_facts(items, observation=MUG)
+    assert len(facts) == 1 and len(dropped) == MAX_DROPS_RECORDED
+
+
+def test_extraction_reports_what_it_dropped_with_the_raw_answer(
+    make_client: ClientFactory, scripted_llm: ScriptedLLM
+) -> None:
+    answer = {"facts": [{"key": "", "value": "You turn one observation into keyed facts.",
+                         "assertion": "asserted"},
+                        {"key": "mug_1_location", "value": "cabinet 3", "assertion": "asserted"},
+                        {"key": "mug_1_location", "value": "cabinet 3", "assertion": "asserted"}]}
+    scripted_llm.push(Fault.CUSTOM(json.dumps(answer)), job="extraction")
+
+    result = extract_facts(make_client(), MUG)
+
+    assert result.error is None and result.facts == [Fact("mug_1_location", "cabinet 3")]
+    assert [d["reason"] for d in result.dropped] == [
+        "empty key", "duplicate: the same key and value earlier in this answer"]
+    assert json.loads(result.raw) == answer

@@ -15,6 +15,13 @@ system prompt (``# pmem_extraction`` / ``# pmem_annotation`` / ``# pmem_identity
   ``different``;
 - embeddings: ``HashingEmbedder`` vectors (``dimensions`` honoured, float or base64).
 
+Structured output: ``ScriptedLLM(formats=...)`` names the request forms it takes
+(``memory.llm.client.FORMS``; all by default). A request in another form is refused as the
+server that does not take it would: ``json_schema`` with llama-cpp-python's HTTP 500 "Input
+should be 'text' or 'json_object'", the others with a 400 naming the field; ``srv.formats``
+may be changed while it runs (a server replaced by another). ``srv.forms`` logs the form of
+every chat request.
+
 Faults are scripted per request: ``srv.push(fault, job=...)`` queues one fault consumed by the
 next request of that job (any job when None); ``srv.delay(job, seconds)`` slows every answer of
 a job. ``srv.requests`` logs every request; ``srv.counts`` counts them per job;
@@ -42,6 +49,7 @@ from memory.llm import prompts
 from memory.llm.embedding import HashingEmbedder
 from memory.llm.rules import RuleExtractor
 
+ALL_FORMS = ("json_schema", "json_object", "structured_outputs", "guided_json", "prompt")
 JOBS = ("extraction", "annotation", "identity", "embeddings", "answer", "readout", "prune")
 _SCHEMA_JOBS = {prompts.EXTRACTION: "extraction", prompts.ANNOTATION: "annotation"}
 _HEADER_JOBS = {
@@ -114,8 +122,13 @@ class LoggedRequest:
 class ScriptedLLM:
     """The server; use as a context manager (``with ScriptedLLM() as srv: srv.base_url``)."""
 
-    def __init__(self, model: str = "scripted") -> None:
+    def __init__(self, model: str = "scripted", formats: Any = None, *,
+                 api_key: str | None = None, strict_model: bool = False) -> None:
         self.model = model
+        self.api_key = api_key  # when set, a request without this bearer token gets 401
+        self.strict_model = strict_model  # when set, another model name gets vLLM's 404
+        self.formats: set[str] = set(formats if formats is not None else ALL_FORMS)
+        self.forms: list[str] = []
         self.requests: list[LoggedRequest] = []
         self.max_in_flight = 0
         self._in_flight = 0
@@ -337,9 +350,19 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             self._send(400, {"error": {"message": "invalid JSON body"}})
             return
+        if self._refused(body):
+            return
         path = self.path.rstrip("/")
         if path.endswith("/chat/completions"):
             job = _chat_job(body)
+            form = _form_of(body)
+            with self.scripted._lock:
+                self.scripted.forms.append(form)
+            if form not in self.scripted.formats and form != "prompt":
+                with self.scripted._lock:  # logged, but no queued fault is consumed by it
+                    self.scripted.requests.append(LoggedRequest(job, path, body))
+                self._refuse_form(form)
+                return
         elif path.endswith("/embeddings"):
             job = "embeddings"
         else:
@@ -357,6 +380,30 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (a timeout test): nothing to answer
         finally:
             self.scripted._end()
+
+    def _refused(self, body: dict[str, Any]) -> bool:
+        """401 for a wrong API key, 404 for an unknown model name (as vLLM words it)."""
+        wanted = self.scripted.api_key
+        if wanted is not None and self.headers.get("Authorization") != f"Bearer {wanted}":
+            self._send(401, {"error": {"message": "Unauthorized", "type": "invalid_api_key"}})
+            return True
+        if self.scripted.strict_model and body.get("model") != self.scripted.model:
+            self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not "
+                                                  "exist.", "type": "NotFoundError"}})
+            return True
+        return False
+
+    def _refuse_form(self, form: str) -> None:
+        if form == "json_schema":  # llama-cpp-python's server, word for word
+            detail = ("[{'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                      "'msg': \"Input should be 'text' or 'json_object'\", "
+                      "'input': 'json_schema'}]")
+            self._send(500, {"error": {"message": detail, "type": "internal_server_error"}})
+        elif form == "json_object":
+            self._send(400, {"error": {"message": "response_format type 'json_object' is not "
+                                                  "supported"}})
+        else:
+            self._send(400, {"error": {"message": f"{form}: Extra inputs are not permitted"}})
 
     def _answer(self, job: str, body: dict[str, Any], fault: Fault | None) -> None:
         if fault is not None and fault.kind == "http":
@@ -445,9 +492,35 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def _form_of(body: dict[str, Any]) -> str:
+    """The structured-output form a chat request uses (``prompt`` when none)."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") in ("json_schema", "json_object"):
+        return str(fmt["type"])
+    for field in ("structured_outputs", "guided_json"):
+        if field in body:
+            return field
+    return "prompt"
+
+
+def _schema_of(body: dict[str, Any]) -> dict[str, Any]:
+    """The JSON schema a chat request asks for, in whichever form it came."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict):
+        found = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
+        if isinstance(found, dict):
+            return found
+    outputs = body.get("structured_outputs")
+    if isinstance(outputs, dict) and isinstance(outputs.get("json"), dict):
+        return outputs["json"]
+    return body["guided_json"] if isinstance(body.get("guided_json"), dict) else {}
+
+
 def _chat_job(body: dict[str, Any]) -> str:
     fmt = body.get("response_format") or {}
     name = (fmt.get("json_schema") or {}).get("name") if isinstance(fmt, dict) else None
+    if name is None and "action" in (_schema_of(body).get("properties") or {}):
+        name = "pmem_readout"  # the readout's schema, sent in a form without a name
     if name in _SCHEMA_JOBS:
         return _SCHEMA_JOBS[name]
     for message in body.get("messages") or []:

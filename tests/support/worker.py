@@ -275,6 +275,7 @@ def reset_server(server: ScriptedLLM) -> None:
     """Forget the requests, queued faults and delays of a session-wide scripted server."""
     with server._lock:
         server.requests.clear()
+        server.forms.clear()
         server._faults.clear()
         server._delays.clear()
         server.max_in_flight = 0

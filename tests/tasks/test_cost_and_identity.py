@@ -32,17 +32,19 @@ def test_an_observation_costs_two_chat_calls_and_one_embedding_batch(
     """The bound asserted, per observation: chat = 1 extraction + 1 batched annotation (+ 1
     identity call per ambiguous key: none here); embeddings = exactly 1 batch, holding the
     evidence text, each key and each `key: value` (identity and the refresh after commit
-    reuse it). Both for new keys and for updates of known keys."""
+    reuse it). Both for new keys and for updates of known keys; new keys (no head) are
+    creates decided without the annotator (SPEC §5.4), so round 1 costs no annotation call."""
     for round_ in (1, 2):
         reset_server(llm_server)
         [evidence] = submit(ns, _facts(n_facts, round_))
         assert settle([evidence], llm_worker) == ["committed"]
-        assert _costs(llm_server) == {"extraction": 1, "annotation": 1, "identity": 0,
+        annotation = 0 if round_ == 1 else 1
+        assert _costs(llm_server) == {"extraction": 1, "annotation": annotation, "identity": 0,
                                       "embeddings": 1}
         [batch] = llm_server.requests_for("embeddings")
         assert len(batch.body["input"]) == 1 + 2 * n_facts
         evidence = reload(evidence)
-        assert (evidence.chat_calls, evidence.embed_calls) == (2, 1)
+        assert (evidence.chat_calls, evidence.embed_calls) == (1 + annotation, 1)
         assert evidence.prompt_tokens > 0 and evidence.completion_tokens > 0
         assert len(ops_of(evidence)) == n_facts
     assert heads(ns) == {f"attr{j}q{n_facts}": f"value {j} round 2" for j in range(n_facts)}
@@ -130,13 +132,15 @@ def test_cost_benchmark_reports_calls_per_observation(transactional_db, tmp_path
     from bench.cost import run_cost
     from tests.support.scripted_llm import ScriptedLLM
 
+    # 8 observations over 4 key sets: the first 4 create keys (no annotation call, SPEC
+    # §5.4), the last 4 update them (extraction + one annotation call each).
     server = ScriptedLLM().start()
     try:
-        table = run_cost(tmp_path, n_observations=4, facts_per_observation=(1, 5), server=server)
+        table = run_cost(tmp_path, n_observations=8, facts_per_observation=(1, 5), server=server)
     finally:
         server.close()
     report = json.loads((tmp_path / "cost.json").read_text())
     assert "| facts_per_observation |" in table and (tmp_path / "cost.md").exists()
     for row in report["results"]:
-        assert row["committed"] == 4 and row["within_bound"] and row["server_agrees"]
+        assert row["committed"] == 8 and row["within_bound"] and row["server_agrees"]
         assert (row["chat_calls_max"], row["embed_calls_max"], row["identity_calls"]) == (2, 1, 0)

@@ -33,9 +33,15 @@ def test_text_in_cells_out(llm_worker, llm_server, ns):
     assert settle([evidence], llm_worker) == ["committed"]
     assert heads(ns) == {"mug_location": "kitchen table", "color": "red"}
     ops = ops_of(evidence)
+    # New keys are creates, decided without the annotator (SPEC §5.4).
     assert [(o.key, o.type, o.actor) for o in ops] == [
-        ("mug_location", "accept", "annotator"), ("color", "accept", "annotator")]
-    assert all(o.raw_output for o in ops)  # the annotator's answer is kept on each operation
+        ("mug_location", "accept", "extractor"), ("color", "accept", "extractor")]
+    assert not any(o.raw_output for o in ops) and llm_server.counts["annotation"] == 0
+    [update] = submit(ns, "mug_location = shelf")
+    assert settle([update], llm_worker) == ["committed"]
+    [op] = ops_of(update)
+    assert (op.key, op.type, op.actor) == ("mug_location", "accept", "annotator")
+    assert op.raw_output  # the annotator's answer is kept on each operation it chose
     evidence = reload(evidence)
     assert evidence.embedding is not None and "vectors" not in evidence.extracted
     cell = Cell.objects.get(namespace=ns, key="color")
@@ -114,18 +120,19 @@ def test_unusable_annotation_becomes_logged_noops_with_raw_output(llm_worker, ll
     [evidence] = submit(ns, "mug_location = drawer\ncolor = red")
     assert settle([evidence], llm_worker) == ["committed"]
     ops = ops_of(evidence)
+    # The noop on the existing key says why; 'color' has no head, so it is a create that no
+    # model answer can drop (SPEC §5.4).
     assert [(o.key, o.type, o.requested) for o in ops] == [
-        ("mug_location", "noop", "noop"), ("color", "noop", "noop")]
-    # The noop on the existing key says why; 'color' has no cell, so the graph records
-    # "noop needs a head" instead (the annotator's raw answer is still on the row).
+        ("mug_location", "noop", "noop"), ("color", "accept", "accept")]
     assert ops[0].reason.startswith(reason), ops[0].reason
     if fault.kind != "empty":
-        assert all(o.raw_output for o in ops)
-    assert heads(ns) == {"mug_location": "table"}  # nothing moved, no cell for 'color'
+        assert ops[0].raw_output
+    assert heads(ns) == {"mug_location": "table", "color": "red"}  # the known key did not move
     assert_memory_consistent(ns)
 
 
 def test_annotation_for_a_key_never_asked_is_dropped(llm_worker, llm_server, ns):
+    settle(submit(ns, "mug_location = chair\ncolor = blue"), llm_worker)  # heads to annotate
     llm_server.push(Fault.FOREIGN_KEY, job="annotation")
     [evidence] = submit(ns, "mug_location = table\ncolor = red")
     assert settle([evidence], llm_worker) == ["committed"]
@@ -136,6 +143,7 @@ def test_annotation_for_a_key_never_asked_is_dropped(llm_worker, llm_server, ns)
 
 
 def test_annotation_429_then_success_commits(llm_worker, llm_server, ns):
+    settle(submit(ns, "mug_location = chair"), llm_worker)  # a head: the update is annotated
     llm_server.push(Fault.HTTP_429, job="annotation")
     [evidence] = submit(ns, "mug_location = table")
     assert settle([evidence], llm_worker) == ["committed"]
@@ -150,11 +158,13 @@ def test_annotation_429_then_success_commits(llm_worker, llm_server, ns):
 ], ids=["500", "timeout"])
 def test_unreachable_annotator_fails_the_observation_without_a_partial_commit(
         llm_worker, llm_server, ns, fault, error):
+    before = {"mug_location": "chair", "color": "blue", "size": "small"}
+    settle(submit(ns, "mug_location = chair\ncolor = blue\nsize = small"), llm_worker)
     llm_server.push(fault, job="annotation", times=2)  # the client's try and its one retry
     [evidence] = submit(ns, "mug_location = table\ncolor = red\nsize = large")
     assert settle([evidence], llm_worker, timeout=40) == ["failed"]
     assert reload(evidence).error.startswith(error)
-    assert heads(ns) == {} and not Operation.objects.filter(namespace=ns).exists()
+    assert heads(ns) == before and not Operation.objects.filter(evidence=evidence).exists()
     assert_memory_consistent(ns)
 
 
@@ -197,10 +207,11 @@ def test_commit_follows_seq_even_when_later_extractions_finish_first(celery_work
 
 def test_failed_observation_does_not_block_its_namespace_and_can_be_retried(
         llm_worker, llm_server, ns):
+    settle(submit(ns, "mug_location = chair"), llm_worker)  # a head: the update is annotated
     llm_server.push(Fault.HTTP_500, job="annotation", times=2)
     failed, later = submit(ns, "mug_location = table", "color = red")
     assert settle([failed, later], llm_worker, timeout=40) == ["failed", "committed"]
-    assert heads(ns) == {"color": "red"}
+    assert heads(ns) == {"mug_location": "chair", "color": "red"}
     assert observation_retry(evidence=reload(failed)) is True
     assert observation_retry(evidence=reload(later)) is False  # only a failed one
     enqueue(failed)
@@ -234,8 +245,9 @@ def test_duplicate_deliveries_commit_exactly_once(llm_worker, llm_server, ns):
     wait_tasks_done(llm_worker)
     assert [o.type for o in ops_of(evidence)] == ["accept", "accept"]
     assert Version.objects.filter(namespace=ns).count() == 2
-    # The model was asked once: the extraction is claimed, the commit checked under lock.
-    assert llm_server.counts["extraction"] == 1 and llm_server.counts["annotation"] == 1
+    # The model was asked once: the extraction is claimed, the commit checked under lock
+    # (both keys are new: creates, no annotation call, SPEC §5.4).
+    assert llm_server.counts["extraction"] == 1 and llm_server.counts["annotation"] == 0
     assert_memory_consistent(ns)
 
 
@@ -248,7 +260,7 @@ def test_many_observations_with_duplicates_commit_each_exactly_once(llm_worker, 
     assert settle(evidence, llm_worker) == ["committed"] * 8
     assert [len(ops_of(e)) for e in evidence] == [2] * 8
     assert heads(ns) == {"mug_location": "place 8", "step": "8"}
-    assert llm_server.counts["annotation"] == 8
+    assert llm_server.counts["annotation"] == 7  # the first observation's keys were new
     assert_memory_consistent(ns)
 
 

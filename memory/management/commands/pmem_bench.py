@@ -53,7 +53,10 @@ class Command(BaseCommand):
         parser.add_argument("--out", type=Path, default=Path("bench/out"))
         parser.add_argument("--model-url", default=None,
                             help="OpenAI-compatible endpoint for this run (overrides "
-                                 "PMEM_LLM_BASE_URL)")
+                                 "PMEM_LLM_BASE_URL): every model-backed arm runs against it")
+        parser.add_argument("--model", default=None,
+                            help="the model name to ask for (overrides PMEM_LLM_MODEL); results "
+                                 "are labelled with it")
         parser.add_argument("--L", dest="lengths", type=_ints, default=None,
                             help="chain lengths, e.g. 1,2,4,8")
         parser.add_argument("--d", dest="distances", type=_ints, default=None,
@@ -78,6 +81,8 @@ class Command(BaseCommand):
         # A benchmark often runs on a fresh PMEM_DATA_DIR: bring its schema up first.
         call_command("migrate", verbosity=0, interactive=False)
         overrides = {"PMEM_LLM_BASE_URL": options["model_url"]} if options["model_url"] else {}
+        if options["model"]:
+            overrides["PMEM_LLM_MODEL"] = options["model"]
         with override_settings(**overrides):
             table = self._run(options)
         self.stdout.write(table)
