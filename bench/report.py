@@ -66,6 +66,10 @@ def write(out: Path, scenario: str, config: dict[str, Any], results: list[dict[s
         from . import perf
 
         return perf.write(out, config, results)
+    if scenario == "erase":  # its own table and plots (bench/erase.py)
+        from . import erase
+
+        return erase.write(out, config, results)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{scenario}.json").write_text(json.dumps(
         {"scenario": scenario, "config": config, "results": results}, indent=1, default=str))

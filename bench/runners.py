@@ -35,7 +35,7 @@ class RunConfig:
     dataset: Path | None = None
     client: Any = None  # memory.llm.client.ModelClient, or None: no model configured
     progress: Progress = field(default=lambda done, total: None)
-    scale: str = "medium"  # perf: small | medium | full
+    scale: str = "medium"  # perf, erase: small | medium | full
 
     @property
     def model(self) -> str | None:
@@ -357,6 +357,12 @@ def run_perf(config: RunConfig) -> Results:
     return perf.run(config)
 
 
+def run_erase(config: RunConfig) -> Results:
+    from . import erase
+
+    return erase.run(config)
+
+
 SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     alfworld.NAME: run_alfworld,
     retraction.NAME: run_retraction,
@@ -365,4 +371,5 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "longmemeval": run_longmemeval,
     "locomo": run_locomo,
     "perf": run_perf,
+    "erase": run_erase,
 }

@@ -64,3 +64,21 @@ class ReadForm(forms.Form):
     k = forms.IntegerField(required=False, min_value=1, max_value=settings.PMEM_MAX_K)
     disclose = forms.MultipleChoiceField(required=False, choices=DISCLOSE,
                                          widget=forms.CheckboxSelectMultiple)
+
+
+class EraseForm(forms.Form):
+    """A privacy erase is confirmed by typing the key: there is no undo. (No reason field: a
+    reason could quote the very value being erased, and the audit row keeps no content.)"""
+
+    confirm = forms.CharField(max_length=settings.PMEM_MAX_KEY_CHARS, strip=True,
+                              error_messages={"required": "Type the key to confirm."})
+
+    def __init__(self, *args: Any, key: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.key = key
+
+    def clean_confirm(self) -> str:
+        typed = self.cleaned_data["confirm"]
+        if typed != self.key:
+            raise forms.ValidationError(f"Type the key exactly ({self.key}) to confirm.")
+        return typed

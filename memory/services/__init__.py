@@ -26,6 +26,6 @@ __all__ = [
     "operation_apply", "token_create",
 ]
 
-from .erase import cell_erase  # noqa: E402
+from .erase import cell_erase, erase_followup, erase_preview  # noqa: E402
 
-__all__ += ["cell_erase"]
+__all__ += ["cell_erase", "erase_followup", "erase_preview"]
