@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
+from memory.domain import SUPERUSER, may_act
 from memory.models import Membership, Namespace
 
 
@@ -21,16 +22,18 @@ class Access:
     """The namespace a request works on and what the user may do there."""
 
     namespace: Namespace
-    role: str  # viewer | reviewer | superuser
+    role: str  # a Role, or SUPERUSER
 
     @property
     def can_act(self) -> bool:
-        return self.role in (Membership.Role.REVIEWER, "superuser")
+        return may_act(self.role)
 
 
 def visible_namespaces(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Namespace]:
     if getattr(user, "is_superuser", False):
         return Namespace.objects.all()
+    if user.pk is None:  # anonymous: no memberships
+        return Namespace.objects.none()
     return Namespace.objects.filter(members__user_id=user.pk)
 
 
@@ -40,7 +43,9 @@ def namespace_access(user: AbstractBaseUser | AnonymousUser, name: str) -> Acces
     if namespace is None:
         raise Http404("no such namespace")
     if getattr(user, "is_superuser", False):
-        return Access(namespace, "superuser")
+        return Access(namespace, SUPERUSER)
+    if user.pk is None:
+        raise Http404("no such namespace")
     role = (Membership.objects.filter(namespace=namespace, user_id=user.pk)
             .values_list("role", flat=True).first())
     if role is None:

@@ -7,15 +7,18 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-#: The typed operations a reviewer may ask for on the cell page (SPEC §3).
+from memory.domain import DISCLOSURES, VALUE_OPS, CellStatus, OpType
+
+#: The typed operations a reviewer may ask for on the cell page (SPEC §3), as it labels them.
 OPS = (
-    ("revoke", "Retract"),
-    ("reject", "Reject"),
-    ("resolve", "Resolve"),
-    ("contest", "Contest"),
-    ("accept", "Accept"),
+    (OpType.REVOKE.value, "Retract"),
+    (OpType.REJECT.value, "Reject"),
+    (OpType.RESOLVE.value, "Resolve"),
+    (OpType.CONTEST.value, "Contest"),
+    (OpType.ACCEPT.value, "Accept"),
 )
-NEEDS_VALUE = {"contest", "accept"}
+#: The frontier page's filters: every cell, a cell status, changed lately, failed observations.
+FRONTIER_FILTERS = ("all", CellStatus.CONTESTED.value, CellStatus.EMPTY.value, "recent", "failed")
 
 
 class OperationForm(forms.Form):
@@ -26,11 +29,11 @@ class OperationForm(forms.Form):
                              error_messages={"required": "Say why: the reason goes in the log."})
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         op = data.get("op")
-        if op in NEEDS_VALUE and not data.get("value"):
+        if op in VALUE_OPS and not data.get("value"):
             self.add_error("value", f"{op} needs a value.")
-        if op == "resolve" and not data.get("version"):
+        if op == OpType.RESOLVE and not data.get("version"):
             self.add_error("version", "Pick the winner.")
         return data
 
@@ -43,9 +46,7 @@ class ObservationForm(forms.Form):
 
 class FrontierFilter(forms.Form):
     q = forms.CharField(required=False, max_length=200, strip=True)
-    show = forms.ChoiceField(required=False, choices=[(s, s) for s in
-                                                      ("all", "contested", "empty", "recent",
-                                                       "failed")])
+    show = forms.ChoiceField(required=False, choices=[(s, s) for s in FRONTIER_FILTERS])
     after = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS)
     before = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS)
 
@@ -56,7 +57,7 @@ class LogFilter(forms.Form):
     before = forms.IntegerField(required=False, min_value=1)
 
 
-DISCLOSE = (("support", "support"), ("alternatives", "alternatives"), ("history", "history"))
+DISCLOSE = tuple((name, name) for name in DISCLOSURES)
 
 
 class ReadForm(forms.Form):

@@ -22,6 +22,7 @@ from django_htmx.http import trigger_client_event
 
 from explorer.access import Access, namespace_access, require_reviewer, visible_namespaces
 from explorer.forms import (
+    FRONTIER_FILTERS,
     OPS,
     EraseForm,
     FrontierFilter,
@@ -35,11 +36,14 @@ from explorer.selectors import (
     frontier_page,
     live_fingerprint,
     namespace_overview,
+    observation_page,
     observations_unsettled,
+    operation_log,
 )
-from memory.domain import HEAD_STATUSES, InvalidOperation, Status
+from memory.domain import HEAD_STATUSES, CellStatus, InvalidOperation, Status
 from memory.models import Evidence, Membership
-from memory.selectors import CellDetail, cell_detail, operations_list
+from memory.reads import READ_MODES, read
+from memory.selectors import CellDetail, cell_detail
 from memory.services import (
     CellNotFound,
     cell_erase,
@@ -59,6 +63,13 @@ def _is_htmx(request: HttpRequest) -> bool:
     return bool(getattr(request, "htmx", False))
 
 
+def _htmx_target(request: HttpRequest) -> str | None:
+    """The element an htmx request swaps (django-htmx's ``request.htmx``, set by its
+    middleware), None for a plain request."""
+    htmx = getattr(request, "htmx", None)
+    return htmx.target if htmx else None
+
+
 def _actor(request: HttpRequest) -> str:
     return f"user:{request.user.get_username()}"
 
@@ -75,7 +86,7 @@ def _ns_context(access: Access, section: str) -> dict[str, Any]:
 @require_GET
 def index(request: HttpRequest) -> HttpResponse:
     namespaces = list(visible_namespaces(request.user).order_by("name"))
-    roles = dict(Membership.objects.filter(user_id=request.user.pk)
+    roles = dict(Membership.objects.filter(user_id=request.user.pk or 0)
                  .values_list("namespace_id", "role"))
     rows = namespace_overview(namespaces, roles)
     return render(request, "explorer/index.html", {"rows": rows})
@@ -107,14 +118,14 @@ def frontier(request: HttpRequest, ns: str) -> HttpResponse:
     show = data.get("show") or "all"
     search = data.get("q") or ""
     context = {**_ns_context(access, "frontier"), "show": show, "q": search,
-               "filters": ["all", "contested", "empty", "recent", "failed"]}
+               "filters": FRONTIER_FILTERS}
     if show == "failed":
         context["failed"] = observations_unsettled(namespace=access.namespace, failed_only=True)
     else:
         context["page"] = frontier_page(namespace=access.namespace, show=show, search=search,
                                         after=data.get("after") or None,
                                         before=data.get("before") or None)
-    if _is_htmx(request) and request.htmx.target == "frontier-results":
+    if _htmx_target(request) == "frontier-results":
         return render(request, "explorer/partials/frontier_results.html", context)
     return render(request, "explorer/frontier.html", context)
 
@@ -173,6 +184,10 @@ def cell_graph_json(request: HttpRequest, ns: str, key: str) -> JsonResponse:
     graph = explorer_graph(namespace=access.namespace, key=key)
     if graph is None:
         raise Http404("no such cell")
+    for node in graph.nodes:  # nodes carry the head of a text; these pages show it whole
+        if node["kind"] == "evidence":
+            node["page"] = reverse("explorer:observation", args=[ns, node["observation"]])
+            node["observation_url"] = reverse("api-observation", args=[ns, node["observation"]])
     return JsonResponse(graph.as_dict(), encoder=DjangoJSONEncoder)
 
 
@@ -197,7 +212,7 @@ def _outcome(detail: CellDetail, op: str) -> str:
     label = OP_LABELS.get(op, op)
     if detail.value is None:
         return f"{label}: done. The cell is now empty."
-    flag = " (contested)" if detail.status == "contested" else ""
+    flag = " (contested)" if detail.status == CellStatus.CONTESTED else ""
     return f"{label}: done. Current value: {detail.value}{flag}."
 
 
@@ -284,7 +299,8 @@ def observation_add(request: HttpRequest, ns: str) -> HttpResponse:
 def observation_retry_view(request: HttpRequest, ns: str, evidence_id: int) -> HttpResponse:
     access = namespace_access(request.user, ns)
     require_reviewer(access)
-    evidence = get_object_or_404(Evidence, pk=evidence_id, namespace=access.namespace)
+    evidence = get_object_or_404(Evidence.objects.only("id", "namespace_id", "state"),
+                                 pk=evidence_id, namespace=access.namespace)
     if observation_retry(evidence=evidence):
         enqueue_observation(evidence.pk)
     if _is_htmx(request):
@@ -293,6 +309,20 @@ def observation_retry_view(request: HttpRequest, ns: str, evidence_id: int) -> H
         response = render(request, "explorer/partials/observations.html", context)
         return trigger_client_event(response, "pmem-changed")
     return redirect(request.POST.get("next") or reverse("explorer:operations", args=[ns]))
+
+
+@login_required
+@require_GET
+def observation(request: HttpRequest, ns: str, evidence_id: int) -> HttpResponse:
+    """One observation whole (text, facts, what it did): where the graph and the lists, which
+    show only the head of a text, link to."""
+    access = namespace_access(request.user, ns)
+    page = observation_page(namespace=access.namespace, evidence_id=evidence_id)
+    if page is None:
+        raise Http404("no such observation")
+    return render(request, "explorer/observation.html", {
+        **_ns_context(access, "operations"), "page": page, "e": page.evidence,
+        "api_url": reverse("api-observation", args=[ns, evidence_id])})
 
 
 @login_required
@@ -313,11 +343,9 @@ def operations(request: HttpRequest, ns: str) -> HttpResponse:
     access = namespace_access(request.user, ns)
     form = LogFilter(request.GET)
     data = form.cleaned_data if form.is_valid() else {}
-    qs = operations_list(namespace=access.namespace, key=data.get("key") or None,
-                         actor=data.get("actor") or None).select_related("evidence")
-    if data.get("before"):
-        qs = qs.filter(id__lt=data["before"])  # keyset paging on op_log_idx
-    ops = list(qs[: LOG_PAGE + 1])
+    ops = operation_log(namespace=access.namespace, key=data.get("key") or None,
+                        actor=data.get("actor") or None, before=data.get("before") or None,
+                        limit=LOG_PAGE + 1)
     context = {
         **_ns_context(access, "operations"),
         "ops": ops[:LOG_PAGE], "older": ops[LOG_PAGE - 1].pk if len(ops) > LOG_PAGE else None,
@@ -325,7 +353,7 @@ def operations(request: HttpRequest, ns: str) -> HttpResponse:
         "paged": bool(data.get("before")),
         "unsettled": observations_unsettled(namespace=access.namespace),
     }
-    if _is_htmx(request) and request.htmx.target == "log-results":
+    if _htmx_target(request) == "log-results":
         return render(request, "explorer/partials/log_results.html", context)
     return render(request, "explorer/operations.html", context)
 
@@ -337,28 +365,19 @@ def _read_all(access: Access, query: str, k: int | None,
               disclose: list[str]) -> list[dict[str, Any]]:
     """One query in every read mode. A mode that fails (an unreachable embedding or model
     endpoint) shows its error in its own column instead of taking down the comparison."""
-    from memory import selectors
-
-    ns = access.namespace
-    modes: list[tuple[str, str, Any]] = [
-        ("frontier", "Frontier", lambda: selectors.frontier_read(
-            namespace=ns, query=query, k=k or 12, disclose=disclose)),
-        ("raw", "Raw", lambda: selectors.raw_read(namespace=ns, query=query, k=k or 10)),
-        ("raw_ordered", "Raw + order tags", lambda: selectors.raw_read(
-            namespace=ns, query=query, k=k or 10, ordered=True)),
-        ("pruned", "Pruned", lambda: selectors.pruned_read(namespace=ns, query=query, k=k or 12)),
-    ]
     results = []
-    for mode, title, read in modes:
+    for mode in READ_MODES.values():
+        entry = {"mode": mode.name, "title": mode.title, "context": "", "chars": 0, "items": 0,
+                 "note": "", "error": ""}
         try:
-            result = read()
-            results.append({"mode": mode, "title": title, "context": result.context,
-                            "chars": result.context_chars, "items": len(result.items),
-                            "note": getattr(result, "note", ""), "error": ""})
+            result = read(mode.name, namespace=access.namespace, query=query, k=k,
+                          disclose=disclose)
+            entry.update(context=result.context, chars=result.context_chars,
+                         items=len(result.items), note=result.note)
         except Exception as exc:  # noqa: BLE001 — shown in that mode's column, logged in full
-            log.exception("read mode %s failed", mode)
-            results.append({"mode": mode, "title": title, "context": "", "chars": 0,
-                            "items": 0, "note": "", "error": f"{type(exc).__name__}: {exc}"})
+            log.exception("read mode %s failed", mode.name)
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+        results.append(entry)
     return results
 
 

@@ -15,10 +15,10 @@ from django.db import models
 from django.db.models import Q
 from pgvector.django import HnswIndex, VectorField
 
-from memory.domain import Status
+from memory.domain import HEAD_STATUSES, EvidenceState, OpType, Status, vocabulary
 
 EMBED_DIM = settings.PMEM_EMBED_DIM
-HEAD_Q = Q(status__in=[Status.ACTIVE, Status.CONTESTED])
+HEAD_Q = Q(status__in=[s for s in Status if s in HEAD_STATUSES])
 
 
 class Namespace(models.Model):
@@ -39,8 +39,8 @@ class Membership(models.Model):
     """A person's role in a namespace for the explorer: a viewer sees, a reviewer may act."""
 
     class Role(models.TextChoices):
-        VIEWER = "viewer"
-        REVIEWER = "reviewer"
+        VIEWER = vocabulary.Role.VIEWER.value
+        REVIEWER = vocabulary.Role.REVIEWER.value
 
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="members")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
@@ -82,12 +82,12 @@ class Evidence(models.Model):
     """One raw observation, stored before anything else happens (SPEC §5.1)."""
 
     class State(models.TextChoices):
-        PENDING = "pending"
-        PROCESSING = "processing"
-        COMMITTED = "committed"
-        FAILED = "failed"
+        PENDING = EvidenceState.PENDING.value
+        PROCESSING = EvidenceState.PROCESSING.value
+        COMMITTED = EvidenceState.COMMITTED.value
+        FAILED = EvidenceState.FAILED.value
 
-    # Indexed by evidence_seq_unique (namespace, seq): no separate index (issue 7).
+    # Indexed by evidence_seq_unique (namespace, seq): no separate index (decision 17).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="evidence",
                                   db_index=False)
     seq = models.BigIntegerField()
@@ -101,7 +101,6 @@ class Evidence(models.Model):
     actor = models.CharField(max_length=200, default="")
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     error = models.TextField(blank=True, default="")
-    attempts = models.IntegerField(default=0)
     # Extraction result, written once (compare-and-swap) so a redelivered task reuses it.
     extracted = models.JSONField(null=True, blank=True)
     committed_at = models.DateTimeField(null=True, blank=True)
@@ -121,11 +120,12 @@ class Evidence(models.Model):
         ]
         indexes = [
             # The commit drain asks for the lowest unsettled seq of a namespace.
-            models.Index(fields=["namespace", "seq"], condition=Q(state__in=["pending", "processing"]),
+            models.Index(fields=["namespace", "seq"],
+                         condition=Q(state__in=[s.value for s in vocabulary.UNSETTLED_STATES]),
                          name="evidence_unsettled_idx"),
             HnswIndex(name="evidence_embedding_hnsw", fields=["embedding"], m=16,
                       ef_construction=64, opclasses=["vector_cosine_ops"]),
-            # Also, in SQL only (migration 0006): evidence_doc_grams (the erase's mention
+            # Also, in SQL only (migration 0011): evidence_text_tsv (the erase's mention
             # search) and evidence_unembedded_idx (what an erase left to re-embed).
         ]
 
@@ -158,8 +158,8 @@ class Cell(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="cell_key_unique")]
         indexes = [
-            # No HNSW index on this table (issue 7): every non-HOT update of a row — each head
-            # move — inserts into each HNSW index on the table, the dearest part of a commit.
+            # No HNSW index on this table (decision 15): every non-HOT update of a row — each
+            # head move — inserts into each HNSW index on the table, the dearest part of a commit.
             models.Index(fields=["namespace"], condition=Q(vector_stale=True),
                          name="cell_vector_stale_idx"),
         ]
@@ -175,7 +175,7 @@ class FrontierVector(models.Model):
     cell ``vector_stale`` and deletes its copy (a cheap heap delete); :func:`frontier_flush`
     re-inserts copies in bulk, once per cell however often it moved meanwhile. The frontier
     read searches this index and scans the stale cells exactly, so it is never behind the
-    commits (issue 7)."""
+    commits (decision 15)."""
 
     # No foreign-key constraint in the database: the copy is derived data the flush keeps
     # consistent itself (it drops copies whose cell is gone; the ORM cascades a cell's
@@ -213,16 +213,16 @@ class Operation(models.Model):
     """One applied typed operation (SPEC §1), including refused ones recorded as noop."""
 
     class Type(models.TextChoices):
-        ACCEPT = "accept"
-        CONTEST = "contest"
-        REJECT = "reject"
-        REVOKE = "revoke"
-        RESOLVE = "resolve"
-        NOOP = "noop"
-        REINSTATE = "reinstate"  # the reopening of a predecessor by rollback (SPEC §4)
+        ACCEPT = OpType.ACCEPT.value
+        CONTEST = OpType.CONTEST.value
+        REJECT = OpType.REJECT.value
+        REVOKE = OpType.REVOKE.value
+        RESOLVE = OpType.RESOLVE.value
+        NOOP = OpType.NOOP.value
+        REINSTATE = vocabulary.REINSTATE  # the reopening of a predecessor by rollback (SPEC §4)
 
-    # Indexed by op_log_idx / op_key_idx, evidence by op_evidence_idx (issue 7: each index is
-    # one more insert per operation).
+    # Indexed by op_log_idx / op_key_idx, evidence by op_evidence_idx (decision 17: each index
+    # is one more insert per operation).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="operations",
                                   db_index=False)
     cell = models.ForeignKey(Cell, null=True, blank=True, on_delete=models.CASCADE,
@@ -256,7 +256,7 @@ class Version(models.Model):
     """One (key, value) pair. The value never changes; status and edges are re-typed."""
 
     # cell is indexed by version_cell_status_idx (cell, status); nothing reads versions by
-    # namespace alone (issue 7: each index is one more insert per version).
+    # namespace alone (decision 17: each index is one more insert per version).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="versions",
                                   db_index=False)
     cell = models.ForeignKey(Cell, on_delete=models.CASCADE, related_name="versions",

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from celery import shared_task
+from celery import Task, shared_task
 from celery.signals import worker_ready
 from django.conf import settings
 from django.db import transaction
 
+from memory.domain import UNSETTLED_STATES
 from memory.models import Evidence
 from memory.services import (
     ExtractionFailed,
@@ -17,6 +18,7 @@ from memory.services import (
     observation_extract,
     observation_fail,
 )
+from memory.services.frontier import frontier_flush_all
 
 log = logging.getLogger("pmem.tasks")
 
@@ -27,7 +29,7 @@ def _retry_policy() -> tuple[int, float, float]:
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None)
-def process_observation(self, evidence_id: int) -> str:  # type: ignore[no-untyped-def]
+def process_observation(self: Task, evidence_id: int) -> str:
     """Extract one observation (once), then commit whatever is next in its namespace.
 
     While its model is unreachable the task retries with backoff (the namespace waits: later
@@ -54,8 +56,6 @@ def process_observation(self, evidence_id: int) -> str:  # type: ignore[no-untyp
 def flush_frontiers() -> int:
     """Re-index every cell waiting outside the frontier index (run by beat every
     ``PMEM_FRONTIER_FLUSH_EVERY`` seconds; harmless to run at any time)."""
-    from memory.services.frontier import frontier_flush_all
-
     return frontier_flush_all()
 
 
@@ -63,7 +63,7 @@ def flush_frontiers() -> int:
 def sweep_unsettled() -> int:
     """Re-enqueue every unsettled observation (after a crash or a lost message). Harmless when
     they are already queued: extraction and commitment are both idempotent."""
-    ids = list(Evidence.objects.filter(state__in=["pending", "processing"]).order_by("seq")
+    ids = list(Evidence.objects.filter(state__in=UNSETTLED_STATES).order_by("seq")
                .values_list("id", flat=True))
     for evidence_id in ids:
         process_observation.delay(evidence_id)

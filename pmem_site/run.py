@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from pmem_site import embedded
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -32,16 +34,11 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main() -> int:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
-    from pmem_site import embedded
-
     embedded_db = not os.environ.get("DATABASE_URL")
     embedded_broker = not os.environ.get("REDIS_URL")
     port = int(os.environ.get("PMEM_PORT", "8000"))
     print(f"P-Mem: data in {embedded.data_dir()}", flush=True)
-    if embedded_db:
-        embedded.database_url()
-    if embedded_broker:
-        embedded.broker_url()
+    embedded.start()
     children: list[subprocess.Popen[bytes]] = []
 
     def stop() -> None:

@@ -1,4 +1,9 @@
-"""P-Mem settings: one file, read from the environment through small typed helpers."""
+"""P-Mem settings: one file, read from the environment through small typed helpers.
+
+Importing it starts nothing: the embedded PostgreSQL and Redis are started by ``make run``
+(:mod:`pmem_site.run`), ``manage.py``, the Celery worker and beat, and the test session
+(:func:`pmem_site.embedded.start`); here only their addresses are computed.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,14 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from . import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -18,17 +27,28 @@ def env_str(name: str, default: str = "") -> str:
 
 def env_int(name: str, default: int) -> int:
     raw = env_str(name)
-    return int(raw) if raw else default
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from None
 
 
 def env_float(name: str, default: float) -> float:
     raw = env_str(name)
-    return float(raw) if raw else default
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}") from None
 
 
 def env_bool(name: str, default: bool = False) -> bool:
     raw = env_str(name).lower()
-    return default if not raw else raw in {"1", "true", "yes", "on"}
+    if not raw:
+        return default
+    if raw not in _TRUE | _FALSE:
+        raise ImproperlyConfigured(
+            f"{name} must be one of {', '.join(sorted(_TRUE | _FALSE))}, not {raw!r}")
+    return raw in _TRUE
 
 
 SECRET_KEY = env_str("PMEM_SECRET_KEY") or "pmem-dev-only-insecure-key-change-me-in-production"
@@ -76,6 +96,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "explorer.context_processors.vocabulary",
             ],
         },
     },
@@ -125,7 +146,6 @@ STATICFILES_DIRS = [
     ("vendor/cytoscape", BASE_DIR / "node_modules" / "cytoscape" / "dist"),
 ]
 STATIC_ROOT = PMEM_DATA_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)
 # WhiteNoise serves static files from the app itself (no CDN, no separate server); in tests
 # and under `runserver` it finds them in the finders without a collectstatic step.
 WHITENOISE_USE_FINDERS = True

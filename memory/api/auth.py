@@ -13,6 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from memory.domain import may_act
 from memory.models import ApiToken, Membership, Namespace
 
 
@@ -64,6 +65,6 @@ def namespace_for(request: Request, name: str, *, write: bool = False) -> Namesp
         "role", flat=True).first()
     if role is None:
         raise exceptions.NotFound("no such namespace")
-    if write and role != Membership.Role.REVIEWER:
+    if write and not may_act(role):
         raise exceptions.PermissionDenied("viewers may not change memory; ask for the reviewer role")
     return namespace

@@ -7,7 +7,15 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from memory.domain import OpType, normalize_key
+from memory.domain import (
+    DISCLOSURES,
+    VALUE_OPS,
+    CellStatus,
+    EvidenceState,
+    OpType,
+    normalize_key,
+)
+from memory.reads import ANSWER_MODES, READ_MODES
 
 
 class StrictCharField(serializers.CharField):
@@ -37,8 +45,6 @@ class StrictBooleanField(serializers.BooleanField):
 
 BIGINT_MAX = 2**63 - 1
 OPS = [o.value for o in OpType]
-MODES = ["frontier", "raw", "raw_ordered", "pruned"]
-DISCLOSURES = ["support", "alternatives", "history"]
 
 
 def _key_field() -> serializers.CharField:
@@ -51,11 +57,12 @@ def _value_field() -> serializers.CharField:
 
 
 def _check_op_args(attrs: dict[str, Any]) -> dict[str, Any]:
-    op, value, version = attrs.get("op") or "accept", attrs.get("value"), attrs.get("version")
+    op = attrs.get("op") or OpType.ACCEPT
+    value, version = attrs.get("value"), attrs.get("version")
     has_value = value is not None and value.strip() != ""
-    if op in ("accept", "contest") and not has_value:
+    if op in VALUE_OPS and not has_value:
         raise serializers.ValidationError({"value": f"{op} needs a non-empty value"})
-    if op == "resolve" and not has_value and version is None:
+    if op == OpType.RESOLVE and not has_value and version is None:
         raise serializers.ValidationError({"value": "resolve needs the winner's value or version"})
     return attrs
 
@@ -79,8 +86,14 @@ class FactIn(serializers.Serializer):
 class ObservationIn(serializers.Serializer):
     text = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
                                  max_length=settings.PMEM_MAX_TEXT_CHARS)
-    facts = FactIn(many=True, required=False, max_length=settings.PMEM_MAX_FACTS)
-    source = StrictCharField(required=False, allow_blank=True, max_length=200)
+    # many=True builds a ListSerializer, which takes max_length; the stubs type the call as
+    # FactIn's own constructor.
+    facts = FactIn(many=True, required=False,
+                   max_length=settings.PMEM_MAX_FACTS)  # type: ignore[call-arg]
+    # Declared fields named like a Field attribute (source, label, context) are collected
+    # into the serializer's fields all the same; the stubs see them as that attribute.
+    source = StrictCharField(required=False, allow_blank=True,
+                             max_length=200)  # type: ignore[assignment]
     observed_at = serializers.DateTimeField(required=False, allow_null=True)
     idempotency_key = StrictCharField(required=False, max_length=200)
 
@@ -102,7 +115,7 @@ class OperationSummaryOut(serializers.Serializer):
 class ObservationOut(serializers.Serializer):
     id = serializers.IntegerField()
     seq = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=["pending", "processing", "committed", "failed"])
+    status = serializers.ChoiceField(choices=[state.value for state in EvidenceState])
     error = serializers.CharField(allow_blank=True)
     operations = OperationSummaryOut(many=True, required=False)
 
@@ -149,7 +162,7 @@ class AlternativeOut(serializers.Serializer):
 class CellOut(serializers.Serializer):
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True)
-    status = serializers.ChoiceField(choices=["active", "contested", "empty"])
+    status = serializers.ChoiceField(choices=[status.value for status in CellStatus])
     version = serializers.IntegerField(allow_null=True)
     support = serializers.IntegerField()
     alternatives = AlternativeOut(many=True)
@@ -179,12 +192,20 @@ class CellOpOut(serializers.Serializer):
 class GraphNodeOut(serializers.Serializer):
     id = serializers.CharField()
     kind = serializers.ChoiceField(choices=["evidence", "version", "operation", "tombstone"])
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
     status = serializers.CharField(required=False)
+    # Evidence: the head of its text and where the whole observation is (decision 21).
+    observation = serializers.IntegerField(required=False)
+    text = serializers.CharField(required=False, allow_blank=True)
+    text_chars = serializers.IntegerField(required=False)
+    text_truncated = serializers.BooleanField(required=False)
+    observation_url = serializers.URLField(required=False)
+    # Operation: the observation it came from (its node holds the text, once).
+    evidence = serializers.IntegerField(required=False, allow_null=True)
 
 
 class GraphEdgeOut(serializers.Serializer):
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
     target = serializers.CharField()
     type = serializers.ChoiceField(choices=["supported_by", "supersedes", "alternative_of",
                                             "revokes"])
@@ -218,28 +239,28 @@ class OperationListOut(serializers.Serializer):
 
 class ReadIn(serializers.Serializer):
     query = StrictCharField(max_length=4000)
-    mode = serializers.ChoiceField(choices=MODES, default="frontier")
+    mode = serializers.ChoiceField(choices=list(READ_MODES), default="frontier")
     k = StrictIntegerField(min_value=1, max_value=settings.PMEM_MAX_K, required=False)
     disclose = serializers.ListField(child=serializers.ChoiceField(choices=DISCLOSURES),
-                                     required=False, default=list, max_length=3)
+                                     required=False, default=list, max_length=len(DISCLOSURES))
     gate = StrictBooleanField(required=False, default=False)
 
 
 class ReadOut(serializers.Serializer):
     mode = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)
+    context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # see source
     items = serializers.ListField(child=serializers.DictField())
     context_chars = serializers.IntegerField()
     note = serializers.CharField(required=False)
 
 
 class AnswerIn(ReadIn):
-    mode = serializers.ChoiceField(choices=[*MODES, "iterative"], default="frontier")
+    mode = serializers.ChoiceField(choices=list(ANSWER_MODES), default="frontier")
 
 
 class AnswerOut(serializers.Serializer):
     answer = serializers.CharField(allow_blank=True)
     mode = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)
+    context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # see source
     context_chars = serializers.IntegerField()
     lookups = serializers.ListField(child=serializers.DictField())

@@ -10,15 +10,19 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.db.models import Q
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory import selectors
+from memory import reads, selectors
+from memory.domain import SETTLED_STATES, CellStatus
+from memory.llm.client import client_from_settings
 from memory.models import Evidence, Operation, Version
-from memory.services import cell_erase, observation_record, operation_apply
+from memory.services import cell_erase, observation_record, observation_retry, operation_apply
+from memory.tasks import process_observation
 
 from . import serializers as s
 from .auth import actor_of, namespace_for
@@ -26,7 +30,6 @@ from .errors import PayloadTooLarge
 
 log = logging.getLogger("pmem.api")
 WAIT_SECONDS = 30.0
-SETTLED = ("committed", "failed")
 
 
 class NamespaceView(APIView):
@@ -47,8 +50,8 @@ class NamespaceView(APIView):
         return namespace_for(request, ns, write=write)
 
     def evidence(self, namespace: Any, pk: int) -> Evidence:
-        evidence = (Evidence.objects.filter(namespace=namespace, pk=pk).first()
-                    if pk <= s.BIGINT_MAX else None)
+        evidence = (Evidence.objects.filter(namespace=namespace, pk=pk)
+                    .defer("extracted", "embedding").first() if pk <= s.BIGINT_MAX else None)
         if evidence is None:
             raise exceptions.NotFound("no such observation")
         return evidence
@@ -71,7 +74,8 @@ def _next_url(request: Request, **params: Any) -> str:
 
 
 def observation_body(evidence: Evidence) -> dict[str, Any]:
-    ops = list(Operation.objects.filter(evidence=evidence).order_by("id"))
+    ops = list(Operation.objects.filter(evidence=evidence).order_by("id").only(
+        "id", "type", "requested", "key", "value", "version_id", "reason", "actor"))
     statuses = dict(Version.objects.filter(pk__in=[o.version_id for o in ops if o.version_id])
                     .values_list("id", "status"))
     return {
@@ -81,7 +85,8 @@ def observation_body(evidence: Evidence) -> dict[str, Any]:
         "received_at": evidence.received_at, "committed_at": evidence.committed_at,
         "operations": [
             {"op": o.type, "requested": o.requested, "key": o.key, "value": o.value,
-             "version": o.version_id, "status": statuses.get(o.version_id), "reason": o.reason,
+             "version": o.version_id,
+             "status": statuses.get(o.version_id) if o.version_id else None, "reason": o.reason,
              "actor": o.actor}
             for o in ops
         ],
@@ -94,8 +99,6 @@ def observation_body(evidence: Evidence) -> dict[str, Any]:
 def _enqueue(evidence_id: int) -> None:
     """Queue processing. The evidence is already committed: if the broker is down the
     observation is still stored, and the worker's start-up sweep will pick it up."""
-    from memory.tasks import process_observation
-
     try:
         process_observation.delay(evidence_id)
     except Exception:
@@ -105,12 +108,13 @@ def _enqueue(evidence_id: int) -> None:
 def _wait_settled(evidence_id: int, timeout: float = WAIT_SECONDS) -> Evidence:
     deadline = time.monotonic() + timeout
     delay = 0.02
-    while True:
-        evidence = Evidence.objects.get(pk=evidence_id)
-        if evidence.state in SETTLED or time.monotonic() >= deadline:
-            return evidence
+    settled = Evidence.objects.filter(pk=evidence_id, state__in=SETTLED_STATES)
+    # Polls the state alone; the row (text and facts, never the extraction or the
+    # embedding) is read once, at the end.
+    while not settled.exists() and time.monotonic() < deadline:
         time.sleep(delay)
         delay = min(delay * 1.5, 0.25)
+    return Evidence.objects.defer("extracted", "embedding").get(pk=evidence_id)
 
 
 class ObservationsView(NamespaceView):
@@ -142,7 +146,7 @@ class ObservationsView(NamespaceView):
             _enqueue(evidence.id)
         if wait in ("1", "true"):
             evidence = _wait_settled(evidence.id)
-            if evidence.state in SETTLED:
+            if evidence.state in SETTLED_STATES:
                 return Response(observation_body(evidence), status=status.HTTP_201_CREATED)
         body = {"id": evidence.id, "seq": evidence.seq, "status": evidence.state}
         if not recorded.created:
@@ -163,8 +167,6 @@ class ObservationRetryView(NamespaceView):
                    summary="Retry a failed observation",
                    operation_id="observation_retry")
     def post(self, request: Request, ns: str, pk: int) -> Response:
-        from memory.services import observation_retry
-
         evidence = self.evidence(self.namespace(request, ns, write=True), pk)
         if not observation_retry(evidence=evidence):
             return Response({"error": f"observation is {evidence.state}, not failed"}, status=409)
@@ -195,15 +197,16 @@ class CellsView(NamespaceView):
     @extend_schema(
         responses=s.CellListOut, summary="List cells (keyset-paginated by key)",
         operation_id="cells_list",
-        parameters=[OpenApiParameter("status", str, enum=["active", "contested", "empty"]),
+        parameters=[OpenApiParameter("status", str, enum=[s.value for s in CellStatus]),
                     OpenApiParameter("search", str), OpenApiParameter("after", str),
                     OpenApiParameter("limit", int)],
     )
     def get(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
         status_ = request.query_params.get("status")
-        if status_ not in (None, "", "active", "contested", "empty"):
-            raise exceptions.ValidationError({"status": "active, contested or empty"})
+        if status_ not in (None, "", *CellStatus):
+            *first, last = (status.value for status in CellStatus)
+            raise exceptions.ValidationError({"status": f"{', '.join(first)} or {last}"})
         limit = _limit(request)
         qs = selectors.cells_list(namespace=namespace, status=status_ or None,
                                   search=request.query_params.get("search") or None)
@@ -257,6 +260,10 @@ class CellGraphView(NamespaceView):
         graph = selectors.cell_graph(namespace=self.namespace(request, ns), key=key)
         if graph is None:
             raise exceptions.NotFound(f"no cell with key {key!r}")
+        for node in graph["nodes"]:  # an evidence node carries the head of its text
+            if node["kind"] == "evidence":
+                node["observation_url"] = request.build_absolute_uri(
+                    reverse("api-observation", args=[ns, node["observation"]]))
         return Response(graph)
 
 
@@ -314,20 +321,13 @@ class OperationsView(NamespaceView):
 
 
 def read_for(namespace: Any, v: dict[str, Any]) -> selectors.ReadResult:
-    mode, query = v["mode"], v["query"]
-    if mode == "frontier":
-        return selectors.frontier_read(namespace=namespace, query=query, k=v.get("k", 12),
-                                       disclose=v["disclose"])
-    if mode in ("raw", "raw_ordered"):
-        return selectors.raw_read(namespace=namespace, query=query, k=v.get("k", 10),
-                                  ordered=mode == "raw_ordered")
-    return selectors.pruned_read(namespace=namespace, query=query, k=v.get("k", 12),
-                                 gate=v["gate"])
+    return reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
+                      disclose=v["disclose"], gate=v["gate"])
 
 
 class ReadView(NamespaceView):
     @extend_schema(request=s.ReadIn, responses=s.ReadOut,
-                   summary="Read memory for a query: frontier, raw, raw_ordered or pruned",
+                   summary=f"Read memory for a query: {', '.join(reads.READ_MODES)}",
                    operation_id="read")
     def post(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
@@ -342,9 +342,6 @@ class AnswerView(NamespaceView):
     @extend_schema(request=s.AnswerIn, responses=s.AnswerOut, operation_id="answer",
                    summary="A model answers the query from a read's context (needs a model)")
     def post(self, request: Request, ns: str) -> Response:
-        from memory.llm.client import client_from_settings
-        from memory.llm.readout import answer, iterative_answer
-
         namespace = self.namespace(request, ns)
         data = s.AnswerIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -353,13 +350,9 @@ class AnswerView(NamespaceView):
         if client is None:
             return Response({"error": "the answer step needs a model: set PMEM_LLM_BASE_URL"},
                             status=status.HTTP_409_CONFLICT)
-        if v["mode"] == "iterative":
-            result = iterative_answer(client, namespace=namespace, question=v["query"],
-                                      k=v.get("k", 12), disclose=tuple(v["disclose"]))
-        else:
-            read = read_for(namespace, v)
-            result = answer(client, question=v["query"], context=read.context,
-                            prompt="state" if v["mode"] == "frontier" else "flat")
+        result = reads.model_answer(v["mode"], client=client, namespace=namespace,
+                                    query=v["query"], k=v.get("k"), disclose=v["disclose"],
+                                    gate=v["gate"])
         return Response({"answer": result.answer, "mode": v["mode"], "context": result.context,
                          "context_chars": result.context_chars, "lookups": result.lookups,
                          "error": result.error,

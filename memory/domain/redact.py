@@ -110,7 +110,8 @@ class Redactor:
                 automaton.make_automaton()
                 self._passes.append((drop_format, automaton))
         self._needles = plain | formatted
-        #: Strings shorter than every value cannot hold one (folding never shortens ASCII).
+        #: An ASCII string shorter than every value cannot hold one (its fold is no longer
+        #: than itself; other strings can grow: "é" folds to "e" and a combining accent).
         self._shortest = min((len(n) for n in self._needles), default=0)
         self._has_short = self._shortest < SHORT
         self.marker = next(m for m in MARKERS if not m or not self._spans(m))
@@ -172,7 +173,7 @@ class Redactor:
         """``text`` with every erased value replaced; nothing else changes (the very same
         object when there was nothing to replace). With ``max_length`` (a varchar column) a
         longer result takes the one-character marker, or deletes, so that it still fits."""
-        if len(text) < self._shortest or not self._passes:
+        if not self._passes or (len(text) < self._shortest and text.isascii()):
             return text
         if max_length is None and text in self._seen:
             return self._seen[text]

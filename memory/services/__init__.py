@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from .graph import Applied, CellNotFound, OpInput, apply_in_transaction, operation_apply
+from memory.domain import OpInput
+
+from .batch import Applied, CellNotFound
+from .erase import cell_erase, erase_followup, erase_preview
+from .graph import operation_apply
 from .namespaces import InvalidName, membership_set, namespace_create, token_create
 from .observations import (
     ExtractionFailed,
@@ -17,15 +21,13 @@ from .observations import (
     observations_ingest,
     observations_record,
 )
+from .planning import ModelUnavailable
 
 __all__ = [
-    "Applied", "CellNotFound", "ExtractionFailed", "InvalidName", "OpInput", "Recorded",
-    "apply_in_transaction", "membership_set", "namespace_create", "namespace_drain",
-    "observation_commit", "observation_extract", "observation_fail", "observation_ingest",
+    "Applied", "CellNotFound", "ExtractionFailed", "InvalidName", "ModelUnavailable", "OpInput",
+    "Recorded", "cell_erase", "erase_followup", "erase_preview", "membership_set",
+    "namespace_create", "namespace_drain", "observation_commit", "observation_extract",
+    "observation_fail", "observation_ingest",
     "observation_record", "observation_retry", "observations_ingest", "observations_record",
     "operation_apply", "token_create",
 ]
-
-from .erase import cell_erase, erase_followup, erase_preview  # noqa: E402
-
-__all__ += ["cell_erase", "erase_followup", "erase_preview"]

@@ -14,7 +14,7 @@
 4. an :class:`EraseAudit` row without content;
 5. on request, the mentions: where else in the namespace the values still appear (another
    cell's value, another operation's reason, unrelated evidence), found through the trigram
-   GIN indexes of migration 0006 and bounded.
+   GIN indexes of migration 0011_erase_redaction, and bounded.
 
 Every step is a bulk statement whose cost follows the rows attached to the key, none grows with
 the rest of the namespace (``tests/services/test_erase_structure.py``). After the commit a few
@@ -36,7 +36,7 @@ from django.utils import timezone
 
 from memory.domain import normalize_key
 from memory.domain.redact import Redactor
-from memory.llm.pipeline import embed_texts
+from memory.llm.embedding import embed_texts
 from memory.models import EMBED_DIM, Cell, EraseAudit, Evidence, KeyAlias, Namespace
 
 from .binding import Float4Array, bound_cursor
@@ -171,9 +171,8 @@ def _lock_cell(namespace: Namespace, key: str) -> Cell:
 
 #: The key's operations: its cell's, and those refused before it had a cell (cell NULL, the
 #: key or an alias by name; op_key_idx).
-_KEY_OPS = ("SELECT id, evidence_id, value, version_id FROM memory_operation"
-            " WHERE cell_id = %(cell)s UNION ALL"
-            " SELECT id, evidence_id, value, version_id FROM memory_operation"
+_KEY_OPS = ("SELECT id, evidence_id, value FROM memory_operation WHERE cell_id = %(cell)s"
+            " UNION ALL SELECT id, evidence_id, value FROM memory_operation"
             " WHERE namespace_id = %(ns)s AND key = ANY(%(names)s) AND cell_id IS NULL")
 #: Evidence attached to the key: it supports one of its versions or produced one of its
 #: operations (support_evidence_idx is not needed: edges are found from the versions).
@@ -184,15 +183,13 @@ _ATTACHED = ("SELECT s.evidence_id AS id FROM memory_supportedge s"
 
 
 def _values_of(namespace_id: int, cell_id: int, names: list[str]) -> list[str]:
-    """Every value the key held or was given, newest first: its versions' values, and the
-    values of its operations that name no version (refused ones). An operation that names a
-    version carries that version's value (or a form the service calls equal to it, which
-    folds the same), so reading them all again would only double the rows read."""
+    """Every value the key held or was given, newest first: its versions' values and every
+    value its operations carried (a refused one's too: an operation may name a version and
+    carry another value)."""
     with connection.cursor() as cur:
         cur.execute("SELECT value FROM ("
                     " SELECT value, id AS at FROM memory_version WHERE cell_id = %(cell)s"
-                    f" UNION ALL SELECT value, 0 FROM ({_KEY_OPS}) k"
-                    "  WHERE value IS NOT NULL AND version_id IS NULL"
+                    f" UNION ALL SELECT value, 0 FROM ({_KEY_OPS}) k WHERE value IS NOT NULL"
                     ") v GROUP BY value ORDER BY max(at) DESC",
                     {"ns": namespace_id, "cell": cell_id, "names": names})
         return [row[0] for row in cur.fetchall()]
@@ -390,8 +387,9 @@ def _mentions(namespace_id: int, cell_id: int, names: list[str],
     index (the value's lexemes as a phrase, and the namespace's lexeme), then checks that the
     folded text holds the folded value."""
     searched = list(values[:MENTION_VALUES_MAX])
-    params = {"ns": namespace_id, "cell": cell_id, "names": names, "values": searched,
-              "limit": MENTIONS_MAX + 1, "nsq": f"'ns:{int(namespace_id)}'"}
+    params: dict[str, Any] = {"ns": namespace_id, "cell": cell_id, "names": names,
+                              "values": searched, "limit": MENTIONS_MAX + 1,
+                              "nsq": f"'ns:{int(namespace_id)}'"}
     try:
         with transaction.atomic(), connection.cursor() as cur:  # a savepoint: see below
             cur.execute("SELECT set_config('statement_timeout', %s, true)",

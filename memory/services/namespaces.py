@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from memory.models import ApiToken, Membership, Namespace
@@ -32,7 +32,7 @@ def token_create(*, namespace: Namespace, client: str = "client") -> ApiToken:
 
 
 @transaction.atomic
-def membership_set(*, namespace: Namespace, user: AbstractBaseUser, role: str) -> Membership:
+def membership_set(*, namespace: Namespace, user: User, role: str) -> Membership:
     membership, _ = Membership.objects.update_or_create(
         namespace=namespace, user=user, defaults={"role": role})
     return membership

@@ -52,6 +52,12 @@ def test_case_width_and_soft_hyphen_variants_are_redacted() -> None:
     assert r.text("Zanzibar 4471") == "Zanzibar 4471"  # not equal to the value
 
 
+def test_a_text_shorter_than_the_folded_value_is_still_searched() -> None:
+    # "NAÏVE CAFÉ" folds to 12 characters (decomposed accents); "naïve Café" has 10.
+    assert Redactor(["NAÏVE CAFÉ"]).text("naïve Café") == "[erased]"
+    assert Redactor(["ﬁle"]).text("FILE") == "[erased]"
+
+
 def test_json_walk_changes_string_values_only() -> None:
     r = Redactor(["value", "4471"])
     data = {"value": "the value", "key": "value", "n": 4471, "ok": True, "none": None,

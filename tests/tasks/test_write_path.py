@@ -1,4 +1,4 @@
-"""The model-backed write path through real Celery workers (issue 4): text in, cells out;
+"""The model-backed write path through real Celery workers: text in, cells out;
 a misbehaving model never loses an observation, commits half of one, or makes two heads."""
 
 from __future__ import annotations

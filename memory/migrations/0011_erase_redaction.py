@@ -90,7 +90,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ('memory', '0005_frontier_namespace_index'),
+        ('memory', '0010_remove_evidence_attempts'),
     ]
 
     operations = [
