@@ -207,21 +207,39 @@ class Redactor:
         if kind is str:
             return self.text(value)
         if kind is dict:
-            out = None
-            for k, v in value.items():
-                new = self.data(v)
-                if new is not v:
-                    if out is None:
-                        out = dict(value)
-                    out[k] = new
-            return value if out is None else out
+            return self._dict(value)
         if kind is list:
-            items = None
-            for i, v in enumerate(value):
-                new = self.data(v)
-                if new is not v:
-                    if items is None:
-                        items = list(value)
-                    items[i] = new
-            return value if items is None else items
+            return self._list(value)
         return value
+
+    def _child(self, value: Any) -> Any:
+        kind = type(value)
+        if kind is str:
+            return self.text(value)
+        if kind is dict:
+            return self._dict(value)
+        if kind is list:
+            return self._list(value)
+        return value
+
+    def _dict(self, value: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] | None = None
+        for k, v in value.items():
+            if v is None or type(v) in (bool, int, float):
+                continue  # (a call saved per scalar: an extraction holds thousands)
+            new = self._child(v)
+            if new is not v:
+                if out is None:
+                    out = dict(value)
+                out[k] = new
+        return value if out is None else out
+
+    def _list(self, value: list[Any]) -> list[Any]:
+        out: list[Any] | None = None
+        for i, v in enumerate(value):
+            new = self._child(v)
+            if new is not v:
+                if out is None:
+                    out = list(value)
+                out[i] = new
+        return value if out is None else out
