@@ -1,6 +1,7 @@
 """Who may see and who may act on a namespace in the explorer.
 
-A member with role ``viewer`` sees; ``reviewer`` may act; superusers see and act everywhere.
+A member with role ``viewer`` sees; ``reviewer`` may act; ``admin`` may act and manage the
+namespace's members and API tokens; superusers see, act and manage everywhere.
 A namespace the user is not a member of answers 404, so its existence does not leak.
 """
 
@@ -13,7 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
-from memory.domain import SUPERUSER, may_act
+from memory.domain import SUPERUSER, may_act, may_manage
 from memory.models import Membership, Namespace
 
 
@@ -27,6 +28,10 @@ class Access:
     @property
     def can_act(self) -> bool:
         return may_act(self.role)
+
+    @property
+    def can_manage(self) -> bool:
+        return may_manage(self.role)
 
 
 def visible_namespaces(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Namespace]:
@@ -57,3 +62,9 @@ def require_reviewer(access: Access) -> None:
     """Refuse a write by a viewer: the buttons are hidden, and a forged POST gets 403."""
     if not access.can_act:
         raise PermissionDenied("reviewers only")
+
+
+def require_admin(access: Access) -> None:
+    """Members and tokens are managed by the namespace's admins (and superusers) only."""
+    if not access.can_manage:
+        raise PermissionDenied("admins only")

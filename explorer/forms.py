@@ -8,6 +8,8 @@ from django import forms
 from django.conf import settings
 
 from memory.domain import DISCLOSURES, VALUE_OPS, CellStatus, OpType
+from memory.domain.scopes import DEFAULT_SCOPE, Scope
+from memory.models import Membership
 
 #: The typed operations a reviewer may ask for on the cell page (SPEC §3), as it labels them.
 OPS = (
@@ -67,6 +69,27 @@ class ReadForm(forms.Form):
                                          widget=forms.CheckboxSelectMultiple)
 
 
+# --- members and tokens (admins) -------------------------------------------------------------
+
+SCOPES = ((Scope.WRITE.value, "write — observe and read"), (Scope.READ.value, "read — reads only"),
+          (Scope.REVIEW.value, "review — also human operations and erase"))
+ROLES = ((Membership.Role.VIEWER.value, "viewer — sees"),
+         (Membership.Role.REVIEWER.value, "reviewer — also acts on cells"),
+         (Membership.Role.ADMIN.value, "admin — also manages members and tokens"))
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, strip=True,
+                           help_text="Who holds it, e.g. the agent's name; signs its operations.")
+    scope = forms.ChoiceField(choices=SCOPES, initial=DEFAULT_SCOPE.value)
+    expires_days = forms.IntegerField(required=False, min_value=1, max_value=3650,
+                                      label="Expires in days",
+                                      help_text="Empty: never expires.")
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(max_length=150, strip=True)
+    role = forms.ChoiceField(choices=ROLES, initial=Membership.Role.VIEWER.value)
 class EraseForm(forms.Form):
     """A privacy erase is confirmed by typing the key: there is no undo. (No reason field: a
     reason could quote the very value being erased, and the audit row keeps no content.)"""

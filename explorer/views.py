@@ -76,7 +76,8 @@ def _actor(request: HttpRequest) -> str:
 
 def _ns_context(access: Access, section: str) -> dict[str, Any]:
     return {"ns": access.namespace, "role": access.role, "can_act": access.can_act,
-            "section": section, "fingerprint": live_fingerprint(access.namespace)}
+            "can_manage": access.can_manage, "section": section,
+            "fingerprint": live_fingerprint(access.namespace)}
 
 
 # --- namespaces ------------------------------------------------------------------------------

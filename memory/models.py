@@ -16,6 +16,7 @@ from django.db.models import Q
 from pgvector.django import HnswIndex, VectorField
 
 from memory.domain import HEAD_STATUSES, EvidenceState, OpType, Status, vocabulary
+from memory.domain.scopes import LEGACY_SCOPE, Scope
 
 EMBED_DIM = settings.PMEM_EMBED_DIM
 HEAD_Q = Q(status__in=[s for s in Status if s in HEAD_STATUSES])
@@ -36,11 +37,13 @@ class Namespace(models.Model):
 
 
 class Membership(models.Model):
-    """A person's role in a namespace for the explorer: a viewer sees, a reviewer may act."""
+    """A person's role in a namespace for the explorer: a viewer sees, a reviewer may act,
+    an admin also manages members and API tokens."""
 
     class Role(models.TextChoices):
         VIEWER = vocabulary.Role.VIEWER.value
         REVIEWER = vocabulary.Role.REVIEWER.value
+        ADMIN = vocabulary.Role.ADMIN.value
 
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="members")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
@@ -52,19 +55,40 @@ class Membership(models.Model):
 
 
 def _new_token() -> str:
+    """The old column default, referenced by migration 0001; tokens are made by
+    ``memory.services.tokens`` now and stored only as a digest."""
     return secrets.token_hex(20)
 
 
 class ApiToken(models.Model):
-    """An API token scoped to exactly one namespace."""
+    """An API token: reaches exactly one namespace, within its scope.
+
+    The secret itself is never stored: ``digest`` is its SHA-256 (a long random secret needs
+    no slow password hash, see docs/decisions.md), ``prefix`` its first characters, shown to
+    tell tokens apart. ``key`` holds the secret only on the instance ``token_create`` returns.
+    """
 
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="tokens")
-    key = models.CharField(max_length=64, unique=True, default=_new_token)
-    client = models.CharField(max_length=100, default="client")
+    digest = models.CharField(max_length=64, unique=True)  # hex SHA-256 of the secret
+    prefix = models.CharField(max_length=16)
+    name = models.CharField(max_length=100, blank=True, default="")
+    client = models.CharField(max_length=100, default="client")  # signs operations: api:<client>
+    scope = models.CharField(max_length=8, choices=[(s.value, s.value) for s in Scope],
+                             default=LEGACY_SCOPE.value)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Written at most once a minute per token (memory.services.tokens), not once a request.
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=200, blank=True, default="")
+
+    #: The secret, on the instance ``token_create`` returns only; never saved.
+    key: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.client}@{self.namespace_id}"
+        return f"{self.prefix}… ({self.name or self.client}@{self.namespace_id})"
 
 
 class SourceTrust(models.Model):
@@ -125,7 +149,7 @@ class Evidence(models.Model):
                          name="evidence_unsettled_idx"),
             HnswIndex(name="evidence_embedding_hnsw", fields=["embedding"], m=16,
                       ef_construction=64, opclasses=["vector_cosine_ops"]),
-            # Also, in SQL only (migration 0011): evidence_text_tsv (the erase's mention
+            # Also, in SQL only (migration 0008): evidence_text_tsv (the erase's mention
             # search) and evidence_unembedded_idx (what an erase left to re-embed).
         ]
 
@@ -321,3 +345,27 @@ class EraseAudit(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # When the VACUUM the erase scheduled (dead tuples still hold the values) has run.
     vacuumed_at = models.DateTimeField(null=True, blank=True)
+
+
+class AuditEntry(models.Model):
+    """A change to who may reach a namespace, kept beside the operation log: tokens made and
+    revoked, members added, re-roled and removed. Never the secret, never changed."""
+
+    class Action(models.TextChoices):
+        TOKEN_CREATE = "token_create"
+        TOKEN_REVOKE = "token_revoke"
+        MEMBER_SET = "member_set"
+        MEMBER_REMOVE = "member_remove"
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="audit")
+    actor = models.CharField(max_length=200)  # user:<name>, cli or system
+    action = models.CharField(max_length=32, choices=Action.choices)
+    target = models.CharField(max_length=200)  # "token pmem_ab12… (name)" or "user alice"
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["namespace", "-id"], name="audit_namespace_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.target}"

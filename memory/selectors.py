@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 from django.db.models import F, Q, QuerySet, Window
 from django.db.models.functions import Left, Length, RowNumber
+from django.utils import timezone
 from pgvector.django import CosineDistance
 
 from memory.domain import (
@@ -30,8 +31,20 @@ from memory.domain.render import (
     render_cell,
     render_context,
 )
+from memory.domain.scopes import token_refusal
 from memory.llm.embedding import embed_texts
-from memory.models import Cell, Evidence, KeyAlias, Namespace, Operation, SupportEdge, Version
+from memory.models import (
+    ApiToken,
+    AuditEntry,
+    Cell,
+    Evidence,
+    KeyAlias,
+    Membership,
+    Namespace,
+    Operation,
+    SupportEdge,
+    Version,
+)
 from memory.models import Tombstone as TombstoneRow
 from memory.services.binding import vector_literal
 
@@ -497,3 +510,38 @@ def evidence_for_pruning(ids: list[int]) -> dict[int, Evidence]:
     rows = Evidence.objects.defer("extracted", "facts").in_bulk(ids)
     _load_facts_of_textless(list(rows.values()))
     return rows
+
+
+# --- access: tokens, members, the audit log ---------------------------------------------------
+
+
+def tokens_list(*, namespace: Namespace) -> QuerySet[ApiToken]:
+    """The namespace's tokens, newest first (never a secret: the database has none)."""
+    return (ApiToken.objects.filter(namespace=namespace).select_related("created_by")
+            .order_by("-id"))
+
+
+def token_row(token: ApiToken) -> dict[str, Any]:
+    """One token as ``pmem_token list`` prints it and the explorer shows it."""
+    refusal = token_refusal(revoked_at=token.revoked_at, expires_at=token.expires_at,
+                            now=timezone.now())
+    return {"id": token.pk, "namespace": token.namespace.name, "prefix": token.prefix,
+            "name": token.name, "client": token.client, "scope": token.scope,
+            "created_by": token.created_by.get_username() if token.created_by else None,
+            "created_at": token.created_at, "expires_at": token.expires_at,
+            "last_used_at": token.last_used_at, "revoked_at": token.revoked_at,
+            "state": (refusal or "token active").removeprefix("token ")}
+
+
+def token_rows(*, namespace: Namespace) -> list[dict[str, Any]]:
+    return [token_row(t) for t in tokens_list(namespace=namespace).select_related("namespace")]
+
+
+def members_list(*, namespace: Namespace) -> QuerySet[Membership]:
+    return (Membership.objects.filter(namespace=namespace).select_related("user")
+            .order_by("user__username"))
+
+
+def audit_list(*, namespace: Namespace, limit: int = 100) -> list[AuditEntry]:
+    """The access audit log of a namespace, newest first."""
+    return list(AuditEntry.objects.filter(namespace=namespace).order_by("-id")[:limit])

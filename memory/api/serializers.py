@@ -15,6 +15,7 @@ from memory.domain import (
     OpType,
     normalize_key,
 )
+from memory.domain.scopes import Scope
 from memory.reads import ANSWER_MODES, READ_MODES
 
 
@@ -264,3 +265,12 @@ class AnswerOut(serializers.Serializer):
     context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # see source
     context_chars = serializers.IntegerField()
     lookups = serializers.ListField(child=serializers.DictField())
+
+
+class WhoAmIOut(serializers.Serializer):
+    namespace = serializers.CharField()
+    scope = serializers.ChoiceField(choices=[s.value for s in Scope])
+    client = serializers.CharField(help_text="operations are signed api:<client>")
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="the token's first characters (the rest is secret)")
+    expires_at = serializers.DateTimeField(allow_null=True)

@@ -19,20 +19,66 @@ from rest_framework.views import APIView
 
 from memory import reads, selectors
 from memory.domain import SETTLED_STATES, CellStatus
+from memory.domain.scopes import Scope
 from memory.llm.client import client_from_settings
 from memory.models import Evidence, Operation, Version
 from memory.services import cell_erase, observation_record, observation_retry, operation_apply
 from memory.tasks import process_observation
 
 from . import serializers as s
-from .auth import actor_of, namespace_for
+from .auth import TokenClient, actor_of, namespace_for
 from .errors import PayloadTooLarge
+from .permissions import ReadScope, ReviewScope, ScopePermission, UndeclaredScope, WriteScope
+from .schema import ScopedAutoSchema
+from .throttles import TokenRateThrottle
 
 log = logging.getLogger("pmem.api")
 WAIT_SECONDS = 30.0
 
 
-class NamespaceView(APIView):
+class ScopedView(APIView):
+    """Base of every API view: each method declares the scope it needs (``scopes``: method →
+    permission class, memory.api.permissions); the schema states it; tokens are rate-limited
+    when PMEM_API_RATE is set."""
+
+    scopes: dict[str, type[ScopePermission]] = {}
+    schema = ScopedAutoSchema()
+    throttle_classes = [TokenRateThrottle]
+
+    def get_permissions(self) -> list[Any]:
+        method = (self.request.method or "").upper()
+        if method == "HEAD":
+            method = "GET"
+        declared = self.scopes.get(method)
+        if declared is not None:
+            return [declared()]
+        if method != "OPTIONS" and hasattr(self, method.lower()):
+            return [UndeclaredScope()]  # a handler nobody declared a scope for: fail closed
+        return [ReadScope()]  # OPTIONS, or no handler: 405 follows for the authenticated
+
+    @property
+    def required_scope(self) -> Scope:
+        declared = self.scopes.get((self.request.method or "").upper(), ReviewScope)
+        return declared.scope
+
+
+class WhoAmIView(ScopedView):
+    scopes = {"GET": ReadScope}
+
+    @extend_schema(responses=s.WhoAmIOut, operation_id="whoami",
+                   summary="The namespace, scope and client of the token that asks")
+    def get(self, request: Request) -> Response:
+        user = request.user
+        if not isinstance(user, TokenClient):
+            return Response({"error": "whoami describes an API token; send one",
+                             "field": "Authorization"}, status=status.HTTP_400_BAD_REQUEST)
+        token = user.token
+        return Response({"namespace": token.namespace.name, "scope": token.scope,
+                         "client": token.client, "name": token.name, "prefix": token.prefix,
+                         "expires_at": token.expires_at})
+
+
+class NamespaceView(ScopedView):
     """Base: refuses oversize bodies before parsing; resolves the namespace per request."""
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -46,8 +92,8 @@ class NamespaceView(APIView):
                 raise exceptions.ValidationError({name: "Null characters are not allowed."})
         super().initial(request, *args, **kwargs)
 
-    def namespace(self, request: Request, ns: str, *, write: bool = False) -> Any:
-        return namespace_for(request, ns, write=write)
+    def namespace(self, request: Request, ns: str) -> Any:
+        return namespace_for(request, ns, scope=self.required_scope)
 
     def evidence(self, namespace: Any, pk: int) -> Evidence:
         evidence = (Evidence.objects.filter(namespace=namespace, pk=pk)
@@ -118,6 +164,8 @@ def _wait_settled(evidence_id: int, timeout: float = WAIT_SECONDS) -> Evidence:
 
 
 class ObservationsView(NamespaceView):
+    scopes = {"POST": WriteScope}
+
     @extend_schema(
         request=s.ObservationIn, responses={202: s.ObservationOut, 201: s.ObservationOut},
         parameters=[OpenApiParameter("wait", int, description="1: block until committed or failed")],
@@ -127,7 +175,7 @@ class ObservationsView(NamespaceView):
                     "committed or failed, with the operations it produced.",
     )
     def post(self, request: Request, ns: str) -> Response:
-        namespace = self.namespace(request, ns, write=True)
+        namespace = self.namespace(request, ns)
         wait = request.query_params.get("wait", "0")
         if wait not in ("0", "1", "true", "false"):
             raise exceptions.ValidationError({"wait": "0 or 1"})
@@ -155,6 +203,8 @@ class ObservationsView(NamespaceView):
 
 
 class ObservationDetailView(NamespaceView):
+    scopes = {"GET": ReadScope}
+
     @extend_schema(responses=s.ObservationOut, summary="An observation's status and operations",
                    operation_id="observation_get")
     def get(self, request: Request, ns: str, pk: int) -> Response:
@@ -163,11 +213,13 @@ class ObservationDetailView(NamespaceView):
 
 
 class ObservationRetryView(NamespaceView):
+    scopes = {"POST": WriteScope}
+
     @extend_schema(request=None, responses={202: s.ObservationOut},
                    summary="Retry a failed observation",
                    operation_id="observation_retry")
     def post(self, request: Request, ns: str, pk: int) -> Response:
-        evidence = self.evidence(self.namespace(request, ns, write=True), pk)
+        evidence = self.evidence(self.namespace(request, ns), pk)
         if not observation_retry(evidence=evidence):
             return Response({"error": f"observation is {evidence.state}, not failed"}, status=409)
         _enqueue(evidence.id)
@@ -194,6 +246,8 @@ def cell_body(namespace: Any, key: str) -> dict[str, Any]:
 
 
 class CellsView(NamespaceView):
+    scopes = {"GET": ReadScope}
+
     @extend_schema(
         responses=s.CellListOut, summary="List cells (keyset-paginated by key)",
         operation_id="cells_list",
@@ -223,6 +277,8 @@ class CellsView(NamespaceView):
 
 
 class CellDetailView(NamespaceView):
+    scopes = {"GET": ReadScope, "DELETE": ReviewScope}
+
     @extend_schema(responses=s.CellOut, summary="A cell: current value, alternatives, history",
                    operation_id="cell_get")
     def get(self, request: Request, ns: str, key: str) -> Response:
@@ -235,7 +291,7 @@ class CellDetailView(NamespaceView):
                    summary="Privacy erase (SPEC §6): the key and its values are gone for good",
                    operation_id="cell_erase")
     def delete(self, request: Request, ns: str, key: str) -> Response:
-        namespace = self.namespace(request, ns, write=True)
+        namespace = self.namespace(request, ns)
         report = request.query_params.get("report", "0")
         if report not in ("0", "1", "true", "false"):
             raise exceptions.ValidationError({"report": "0 or 1"})
@@ -254,6 +310,8 @@ def _enqueue_erase_followup() -> None:
 
 
 class CellGraphView(NamespaceView):
+    scopes = {"GET": ReadScope}
+
     @extend_schema(responses=s.GraphOut, summary="The cell's provenance graph",
                    operation_id="cell_graph")
     def get(self, request: Request, ns: str, key: str) -> Response:
@@ -268,11 +326,13 @@ class CellGraphView(NamespaceView):
 
 
 class CellOperationsView(NamespaceView):
+    scopes = {"POST": ReviewScope}
+
     @extend_schema(request=s.CellOpIn, responses={201: s.CellOpOut},
                    summary="Apply a typed operation to a cell (409 when invalid in its state)",
                    operation_id="cell_operation_create")
     def post(self, request: Request, ns: str, key: str) -> Response:
-        namespace = self.namespace(request, ns, write=True)
+        namespace = self.namespace(request, ns)
         data = s.CellOpIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
@@ -297,6 +357,8 @@ def operation_row(o: Operation) -> dict[str, Any]:
 
 
 class OperationsView(NamespaceView):
+    scopes = {"GET": ReadScope}
+
     @extend_schema(
         responses=s.OperationListOut, summary="The operation log, newest first",
         operation_id="operations_list",
@@ -326,6 +388,8 @@ def read_for(namespace: Any, v: dict[str, Any]) -> selectors.ReadResult:
 
 
 class ReadView(NamespaceView):
+    scopes = {"POST": ReadScope}
+
     @extend_schema(request=s.ReadIn, responses=s.ReadOut,
                    summary=f"Read memory for a query: {', '.join(reads.READ_MODES)}",
                    operation_id="read")
@@ -339,6 +403,8 @@ class ReadView(NamespaceView):
 
 
 class AnswerView(NamespaceView):
+    scopes = {"POST": ReadScope}
+
     @extend_schema(request=s.AnswerIn, responses=s.AnswerOut, operation_id="answer",
                    summary="A model answers the query from a read's context (needs a model)")
     def post(self, request: Request, ns: str) -> Response:

@@ -45,6 +45,7 @@ from .vocabulary import (
     Status,
     cell_status,
     may_act,
+    may_manage,
 )
 
 __all__ = [
@@ -54,6 +55,6 @@ __all__ = [
     "EffectSink", "EvidenceState", "HeadView", "InvalidOperation", "Item", "LinkSupersedes",
     "NewVersion", "OpInput", "OpRequest", "OpType", "Outcome", "Plan", "Reinstate", "Retype",
     "Role", "Status", "Support", "Tombstone", "VersionView", "cell_status", "decide",
-    "decide_late", "interpret", "may_act", "normalize_key", "normalize_value", "same_value",
+    "decide_late", "interpret", "may_act", "may_manage", "normalize_key", "normalize_value", "same_value",
     "valid_to_after",
 ]

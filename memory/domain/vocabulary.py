@@ -84,10 +84,12 @@ ASSERTIONS: tuple[str, ...] = ("asserted", "hedged", "reported", "withdrawn")
 
 
 class Role(StrEnum):
-    """A person's role in a namespace: a viewer sees, a reviewer may act."""
+    """A person's role in a namespace: a viewer sees, a reviewer may act, an admin also
+    manages the namespace's members and API tokens."""
 
     VIEWER = "viewer"
     REVIEWER = "reviewer"
+    ADMIN = "admin"
 
 
 #: The role the explorer shows for a superuser, who sees and acts everywhere.
@@ -96,4 +98,9 @@ SUPERUSER = "superuser"
 
 def may_act(role: str) -> bool:
     """Whether ``role`` may change memory (apply operations, record observations)."""
-    return role in (Role.REVIEWER, SUPERUSER)
+    return role in (Role.REVIEWER, Role.ADMIN, SUPERUSER)
+
+
+def may_manage(role: str) -> bool:
+    """Whether ``role`` may manage the namespace's members and API tokens."""
+    return role in (Role.ADMIN, SUPERUSER)

@@ -14,7 +14,7 @@
 4. an :class:`EraseAudit` row without content;
 5. on request, the mentions: where else in the namespace the values still appear (another
    cell's value, another operation's reason, unrelated evidence), found through the full-text
-   GIN indexes of migration 0011_erase_redaction, and bounded.
+   GIN indexes of migration 0008_erase_redaction, and bounded.
 
 Every step is a bulk statement whose cost follows the rows attached to the key, none grows with
 the rest of the namespace (``tests/services/test_erase_structure.py``). After the commit a few

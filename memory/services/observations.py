@@ -94,7 +94,7 @@ def observation_record(
 
 
 def idempotency_digest(key: str) -> str:
-    """What is stored of a client's idempotency key: its hex SHA-256 (as migration 0011_erase_redaction)."""
+    """What is stored of a client's idempotency key: its hex SHA-256 (migration 0008)."""
     return hashlib.sha256(key.encode()).hexdigest()
 
 

@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def _open_cell(b: Browsing, ns: Any, key: str) -> None:
     b.goto(f"/ns/{ns.name}/cells/{key}/")
-    b.page.wait_for_function("window.pmemGraph && window.pmemGraph.renders >= 1")
+    # An arrow function: Playwright eval()s a bare expression in the page, which the CSP refuses.
+    b.page.wait_for_function("() => window.pmemGraph && window.pmemGraph.renders >= 1")
 
 
 def _graph_counts(b: Browsing) -> dict[str, int]:

@@ -90,7 +90,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ('memory', '0010_remove_evidence_attempts'),
+        ('memory', '0007_token_hashes'),
     ]
 
     operations = [
