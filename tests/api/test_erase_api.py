@@ -173,15 +173,23 @@ def test_without_report_the_erase_answers_204_and_a_bad_report_flag_400(api, ns)
     assert api.delete(base(ns) + "cells/a/").status_code == 404
 
 
-def test_the_erase_queues_its_followup_after_commit(api, ns):
-    from pmem_site.celery import app
+def test_the_erase_queues_its_followup_after_commit(api, ns, django_capture_on_commit_callbacks):
+    from celery.signals import before_task_publish
+
+    published: list[str] = []
+
+    def record(sender: str | None = None, **_: object) -> None:
+        published.append(str(sender))
 
     post(api, ns, {"text": "a: 1"})
     commit(ns)
-    with app.connection_for_write() as conn:
-        client = conn.default_channel.client
-        queue = app.conf.task_default_queue
-        before = client.llen(queue)
-        assert erase(api, ns, "a", report=False).status_code == 204
-        messages = client.lrange(queue, 0, client.llen(queue) - before - 1)
-    assert any(b"memory.tasks.finish_erasures" in m for m in messages)
+    before_task_publish.connect(record, weak=False)
+    try:
+        with django_capture_on_commit_callbacks() as callbacks:
+            assert erase(api, ns, "a", report=False).status_code == 204
+        assert "memory.tasks.finish_erasures" not in published  # nothing before the commit
+        for callback in callbacks:
+            callback()
+    finally:
+        before_task_publish.disconnect(record)
+    assert published.count("memory.tasks.finish_erasures") == 1

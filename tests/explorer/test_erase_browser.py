@@ -34,7 +34,7 @@ def test_a_reviewer_previews_confirms_and_erases(browsing: Browsing, secret_ns: 
     user = make_user(Membership.Role.REVIEWER, secret_ns)
     b.login(user)
     b.goto(f"/ns/{secret_ns.name}/cells/passcode/")
-    b.page.wait_for_function("window.pmemGraph && window.pmemGraph.renders >= 1")
+    b.page.wait_for_function("() => window.pmemGraph && window.pmemGraph.renders >= 1")
     b.page.locator("details.action[data-op='erase'] summary").click()
     b.page.get_by_test_id("erase-link").click()
     expect(b.page).to_have_url(b.url(f"/ns/{secret_ns.name}/cells/passcode/erase/"))
@@ -69,7 +69,7 @@ def test_a_viewer_never_sees_the_erase(browsing: Browsing, secret_ns: Any,
     b = browsing
     b.login(make_user(Membership.Role.VIEWER, secret_ns))
     b.goto(f"/ns/{secret_ns.name}/cells/passcode/")
-    b.page.wait_for_function("window.pmemGraph && window.pmemGraph.renders >= 1")
+    b.page.wait_for_function("() => window.pmemGraph && window.pmemGraph.renders >= 1")
     expect(b.page.locator("details.action[data-op='erase']")).to_have_count(0)
     expect(b.page.locator("a[href*='/erase/']")).to_have_count(0)
     response = b.page.request.get(b.url(f"/ns/{secret_ns.name}/cells/passcode/erase/"))
