@@ -71,6 +71,10 @@ def write(out: Path, scenario: str, config: dict[str, Any], results: list[dict[s
     """Write DIR/{scenario}.json, .md and .png; return the Markdown table."""
     if scenario == "perf":  # its own tables and plots (bench/perf/report.py)
         return perf.write(out, config, results)
+    if scenario == "erase":  # its own table and plots (bench/erase.py)
+        from . import erase
+
+        return erase.write(out, config, results)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{scenario}.json").write_text(json.dumps(
         {"scenario": scenario, "config": config, "results": results}, indent=1, default=str))

@@ -43,7 +43,7 @@ class RunConfig:
     dataset: Path | None = None
     client: Any = None  # memory.llm.client.ModelClient, or None: no model configured
     progress: Progress = field(default=lambda done, total: None)
-    scale: str = "medium"  # perf: small | medium | full
+    scale: str = "medium"  # perf, erase: small | medium | full
     only: str | None = None  # perf: one section alone ("graph", "agents")
     baseline: Path | None = None  # perf graph memory: older code measured beside this one
 
@@ -328,6 +328,12 @@ def run_perf(config: RunConfig) -> Results:
     return perf.run(config)
 
 
+def run_erase(config: RunConfig) -> Results:
+    from . import erase
+
+    return erase.run(config)
+
+
 SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     alfworld.NAME: run_alfworld,
     retraction.NAME: run_retraction,
@@ -337,4 +343,5 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "locomo": run_locomo,
     "perf": run_perf,
     "cost": run_cost,
+    "erase": run_erase,
 }

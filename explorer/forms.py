@@ -90,3 +90,19 @@ class TokenForm(forms.Form):
 class MemberForm(forms.Form):
     username = forms.CharField(max_length=150, strip=True)
     role = forms.ChoiceField(choices=ROLES, initial=Membership.Role.VIEWER.value)
+class EraseForm(forms.Form):
+    """A privacy erase is confirmed by typing the key: there is no undo. (No reason field: a
+    reason could quote the very value being erased, and the audit row keeps no content.)"""
+
+    confirm = forms.CharField(max_length=settings.PMEM_MAX_KEY_CHARS, strip=True,
+                              error_messages={"required": "Type the key to confirm."})
+
+    def __init__(self, *args: Any, key: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.key = key
+
+    def clean_confirm(self) -> str:
+        typed = self.cleaned_data["confirm"]
+        if typed != self.key:
+            raise forms.ValidationError(f"Type the key exactly ({self.key}) to confirm.")
+        return typed

@@ -14,6 +14,7 @@ explorer_patterns = [
     path("ns/<slug:ns>/cells/<str:key>/panel/", views.cell_panel, name="cell_panel"),
     path("ns/<slug:ns>/cells/<str:key>/graph/", views.cell_graph_json, name="cell_graph"),
     path("ns/<slug:ns>/cells/<str:key>/operations/", views.cell_operate, name="cell_operate"),
+    path("ns/<slug:ns>/cells/<str:key>/erase/", views.cell_erase_page, name="cell_erase"),
     path("ns/<slug:ns>/observations/", views.observation_add, name="observation_add"),
     path("ns/<slug:ns>/observations/list/", views.observations_fragment, name="observations"),
     path("ns/<slug:ns>/observations/<int:evidence_id>/", views.observation, name="observation"),

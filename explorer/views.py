@@ -24,6 +24,7 @@ from explorer.access import Access, namespace_access, require_reviewer, visible_
 from explorer.forms import (
     FRONTIER_FILTERS,
     OPS,
+    EraseForm,
     FrontierFilter,
     LogFilter,
     ObservationForm,
@@ -44,8 +45,15 @@ from memory.domain import HEAD_STATUSES, CellStatus, InvalidOperation, Status
 from memory.models import Evidence, Membership
 from memory.reads import READ_MODES, read
 from memory.selectors import CellDetail, cell_detail
-from memory.services import CellNotFound, observation_record, observation_retry, operation_apply
-from memory.tasks import enqueue_observation
+from memory.services import (
+    CellNotFound,
+    cell_erase,
+    erase_preview,
+    observation_record,
+    observation_retry,
+    operation_apply,
+)
+from memory.tasks import enqueue_erase_followup, enqueue_observation
 
 log = logging.getLogger("pmem.explorer")
 OP_LABELS = dict(OPS)
@@ -243,6 +251,30 @@ def cell_operate(request: HttpRequest, ns: str, key: str) -> HttpResponse:
         raise Http404("no such cell") from None
     detail = _cell_or_404(access, key)
     return _panel_response(request, access, key, message=_outcome(detail, data["op"]))
+
+
+@login_required
+def cell_erase_page(request: HttpRequest, ns: str, key: str) -> HttpResponse:
+    """Privacy erase (SPEC §6), reviewers only. GET: what would go, what would be redacted and
+    where else the values appear (with links), and a form that asks for the key to be typed.
+    POST: erase, then what was redacted and the mentions that remain."""
+    access = namespace_access(request.user, ns)
+    require_reviewer(access)
+    try:
+        preview = erase_preview(namespace=access.namespace, key=key)
+    except CellNotFound:
+        raise Http404("no such cell") from None
+    if preview.key != key:  # an alias: confirm on the canonical key's page
+        return redirect("explorer:cell_erase", ns=ns, key=preview.key)
+    context = {**_ns_context(access, "frontier"), "preview": preview, "key": key}
+    if request.method != "POST":
+        return render(request, "explorer/erase.html", {**context, "form": EraseForm(key=key)})
+    form = EraseForm(request.POST, key=key)
+    if not form.is_valid():
+        return render(request, "explorer/erase.html", {**context, "form": form}, status=422)
+    erased = cell_erase(namespace=access.namespace, key=key, actor=_actor(request), report=True)
+    enqueue_erase_followup()
+    return render(request, "explorer/erase.html", {**context, "erased": erased})
 
 
 # --- observations ----------------------------------------------------------------------------

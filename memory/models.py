@@ -120,6 +120,7 @@ class Evidence(models.Model):
     source = models.CharField(max_length=200, blank=True, default="")
     observed_at = models.DateTimeField(null=True, blank=True)  # valid time
     received_at = models.DateTimeField(auto_now_add=True)  # transaction time
+    # The hex SHA-256 of the client's key, never the key itself (SPEC §6).
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     actor = models.CharField(max_length=200, default="")
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
@@ -148,6 +149,8 @@ class Evidence(models.Model):
                          name="evidence_unsettled_idx"),
             HnswIndex(name="evidence_embedding_hnsw", fields=["embedding"], m=16,
                       ef_construction=64, opclasses=["vector_cosine_ops"]),
+            # Also, in SQL only (migration 0008): evidence_text_tsv (the erase's mention
+            # search) and evidence_unembedded_idx (what an erase left to re-embed).
         ]
 
     def __str__(self) -> str:
@@ -340,6 +343,8 @@ class EraseAudit(models.Model):
     versions_erased = models.IntegerField(default=0)
     evidence_redacted = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # When the VACUUM the erase scheduled (dead tuples still hold the values) has run.
+    vacuumed_at = models.DateTimeField(null=True, blank=True)
 
 
 class AuditEntry(models.Model):

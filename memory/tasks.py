@@ -13,6 +13,7 @@ from memory.domain import UNSETTLED_STATES
 from memory.models import Evidence
 from memory.services import (
     ExtractionFailed,
+    erase_followup,
     namespace_drain,
     observation_extract,
     observation_fail,
@@ -67,6 +68,27 @@ def sweep_unsettled() -> int:
     for evidence_id in ids:
         process_observation.delay(evidence_id)
     return len(ids)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def finish_erasures() -> dict[str, int]:
+    """What privacy erases leave for later: re-embed the observations they redacted, VACUUM
+    the dead tuples that still hold the erased values (enqueued on each erase's commit, and
+    run by beat every ``PMEM_ERASE_FOLLOWUP_EVERY`` seconds; harmless to run at any time)."""
+    return erase_followup()
+
+
+def enqueue_erase_followup() -> None:
+    """Queue :func:`finish_erasures` once the erase has committed. A broker that is down
+    loses nothing: beat runs it again."""
+
+    def send() -> None:
+        try:
+            finish_erasures.delay()
+        except Exception:
+            log.exception("could not enqueue the erase follow-up; beat will run it")
+
+    transaction.on_commit(send)
 
 
 def enqueue_observation(evidence_id: int) -> None:

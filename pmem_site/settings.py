@@ -213,9 +213,14 @@ PMEM_FRONTIER_FLUSH_EVERY = env_int("PMEM_FRONTIER_FLUSH_EVERY", 10)
 # The drain's flush runs on a background thread (its own connection) beside the commits;
 # off, the drain flushes inline.
 PMEM_FRONTIER_FLUSH_ASYNC = env_bool("PMEM_FRONTIER_FLUSH_ASYNC", True)
+# Privacy erases re-embed what they redacted and VACUUM after the request, in a task queued on
+# commit; beat runs it this often too (a lost message, a failing embedder).
+PMEM_ERASE_FOLLOWUP_EVERY = env_int("PMEM_ERASE_FOLLOWUP_EVERY", 300)
 CELERY_BEAT_SCHEDULE = {
     "flush-frontier-index": {"task": "memory.tasks.flush_frontiers",
                              "schedule": float(PMEM_FRONTIER_FLUSH_EVERY)},
+    "finish-erasures": {"task": "memory.tasks.finish_erasures",
+                        "schedule": float(PMEM_ERASE_FOLLOWUP_EVERY)},
 }
 # A JSON file of extra rule-extractor patterns ([{"pattern", "key", "value", ...}]).
 PMEM_RULE_PATTERNS = env_str("PMEM_RULE_PATTERNS")

@@ -140,6 +140,21 @@ class ObservationOut(serializers.Serializer):
     extraction = ExtractionOut(allow_null=True, required=False)
 
 
+class MentionOut(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=["cell", "operation", "evidence"])
+    id = serializers.IntegerField()
+    key = serializers.CharField(required=False)
+
+
+class EraseReportOut(serializers.Serializer):
+    key = serializers.CharField()
+    redacted_evidence = serializers.IntegerField()
+    versions_erased = serializers.IntegerField()
+    mentions = MentionOut(many=True)
+    mentions_truncated = serializers.BooleanField()
+    values_unsearched = serializers.IntegerField()
+
+
 class CellOpIn(serializers.Serializer):
     op = serializers.ChoiceField(choices=OPS)
     value = _value_field()

@@ -306,13 +306,29 @@ class CellDetailView(NamespaceView):
     def get(self, request: Request, ns: str, key: str) -> Response:
         return Response(cell_body(self.namespace(request, ns), key))
 
-    @extend_schema(request=None, responses={204: None},
+    @extend_schema(request=None, responses={204: None, 200: s.EraseReportOut},
+                   parameters=[OpenApiParameter("report", int, description=(
+                       "1: answer 200 with what was redacted and where else in the namespace "
+                       "the erased values still appear"))],
                    summary="Privacy erase (SPEC §6): the key and its values are gone for good",
                    operation_id="cell_erase")
     def delete(self, request: Request, ns: str, key: str) -> Response:
         namespace = self.namespace(request, ns)
-        cell_erase(namespace=namespace, key=key, actor=actor_of(request))
+        report = request.query_params.get("report", "0")
+        if report not in ("0", "1", "true", "false"):
+            raise exceptions.ValidationError({"report": "0 or 1"})
+        erased = cell_erase(namespace=namespace, key=key, actor=actor_of(request),
+                            report=report in ("1", "true"))
+        _enqueue_erase_followup()
+        if report in ("1", "true"):
+            return Response(erased.report())
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+def _enqueue_erase_followup() -> None:
+    from memory.tasks import enqueue_erase_followup
+
+    enqueue_erase_followup()
 
 
 class CellGraphView(NamespaceView):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from memory.domain import OpInput
 
 from .batch import Applied, CellNotFound
-from .erase import cell_erase
+from .erase import cell_erase, erase_followup, erase_preview
 from .graph import operation_apply
 from .namespaces import (
     InvalidName,
@@ -42,6 +42,7 @@ from .tokens import (
 __all__ = [
     "Applied", "CellNotFound", "ExtractionFailed", "InvalidName", "LastAdmin", "ModelUnavailable",
     "OpInput", "Recorded", "TokenRejected", "audit_record", "cell_erase", "demo_secret",
+    "erase_followup", "erase_preview",
     "membership_remove", "membership_set", "namespace_create", "namespace_drain",
     "observation_commit", "observation_extract", "observation_fail", "observation_ingest",
     "observation_record", "observation_retry", "observations_ingest", "observations_record",

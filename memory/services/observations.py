@@ -20,6 +20,7 @@ or processing, and the next delivery or drain finishes it exactly once.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -74,7 +75,9 @@ def observation_record(
 
     Holds the namespace row lock until commit, which makes seq strictly increasing in commit
     order and makes the idempotency check race-free. A replayed ``idempotency_key`` returns
-    the first observation unchanged (``created=False``)."""
+    the first observation unchanged (``created=False``). Only the key's SHA-256 is stored
+    (SPEC §6: a key may hold a value that is erased later)."""
+    idempotency_key = idempotency_digest(idempotency_key) if idempotency_key else None
     with transaction.atomic():
         seq = _take_seqs(namespace, 1)
         if idempotency_key:
@@ -88,6 +91,11 @@ def observation_record(
             observed_at=observed_at, idempotency_key=idempotency_key or None, actor=actor,
         )
     return Recorded(evidence, created=True)
+
+
+def idempotency_digest(key: str) -> str:
+    """What is stored of a client's idempotency key: its hex SHA-256 (migration 0008)."""
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def observations_record(*, namespace: Namespace, observations: list[dict[str, Any]],
