@@ -106,6 +106,12 @@ CELERY_TASK_ALWAYS_EAGER = False
 PMEM_TASK_MAX_RETRIES = env_int("PMEM_TASK_MAX_RETRIES", 4)
 PMEM_TASK_RETRY_BASE = env_float("PMEM_TASK_RETRY_BASE", 1.0)
 PMEM_TASK_RETRY_CAP = env_float("PMEM_TASK_RETRY_CAP", 30.0)
+# Time limits of every task, in seconds (0: none). Past the soft one the observation being
+# processed is marked failed with the reason; the hard one kills the worker process (then the
+# worker marks it failed). Keep the hard limit under PMEM_VISIBILITY_TIMEOUT, or Redis hands a
+# task still running to a second worker.
+CELERY_TASK_SOFT_TIME_LIMIT = env_float("PMEM_TASK_SOFT_TIME_LIMIT", 240.0) or None
+CELERY_TASK_TIME_LIMIT = env_float("PMEM_TASK_TIME_LIMIT", 280.0) or None
 
 # --- auth --------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
