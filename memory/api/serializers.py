@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from memory.domain import OpType, normalize_key
+from memory.domain import KEY_MAX_CHARS, OpType, normalize_key
 
 
 class StrictCharField(serializers.CharField):
@@ -45,6 +45,17 @@ def _key_field() -> serializers.CharField:
     return StrictCharField(max_length=settings.PMEM_MAX_KEY_CHARS)
 
 
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot name a cell (SPEC §1), or None: nothing left once normalised, or
+    longer than the store holds (NFKC can expand a character: U+FDFA is 18 letters)."""
+    canonical = normalize_key(key)
+    if not canonical:
+        return "the key has no letters, marks or digits (of any script)"
+    if len(canonical) > KEY_MAX_CHARS:
+        return f"the key is over {KEY_MAX_CHARS} characters once normalised"
+    return None
+
+
 def _value_field() -> serializers.CharField:
     return StrictCharField(max_length=settings.PMEM_MAX_VALUE_CHARS, required=False,
                            allow_null=True, trim_whitespace=False)
@@ -68,8 +79,9 @@ class FactIn(serializers.Serializer):
     hard_commit = StrictBooleanField(required=False, default=False)
 
     def validate_key(self, key: str) -> str:
-        if not normalize_key(key):
-            raise serializers.ValidationError("key has no letters or digits")
+        problem = key_problem(key)
+        if problem:
+            raise serializers.ValidationError(problem)
         return key
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .cells import decide, decide_late
 from .model import (
     HEAD_STATUSES,
+    KEY_MAX_CHARS,
     NEW,
     CellState,
     Decision,
@@ -27,7 +28,7 @@ from .model import (
 )
 
 __all__ = [
-    "HEAD_STATUSES", "NEW", "CellState", "Decision", "Effect", "InvalidOperation",
+    "HEAD_STATUSES", "KEY_MAX_CHARS", "NEW", "CellState", "Decision", "Effect", "InvalidOperation",
     "LinkSupersedes", "NewVersion", "OpRequest", "OpType", "Reinstate", "Retype", "Status",
     "Support", "Tombstone", "VersionView", "decide", "decide_late", "normalize_key",
     "normalize_value",

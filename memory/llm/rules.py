@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,8 +238,9 @@ def patterns_from_settings() -> list[Pattern]:
 
 _LIST_MARKER = LinearPattern(r"^\s*(?:[-*•]\s+)")
 _KEY_VALUE = LinearPattern(r"^(?P<key>[^=:]+?)\s*(?P<sep>[=:])(?P<value>.*)$")
-# Letters, digits, spaces and identifier punctuation (_ . - /); no sentence punctuation.
-_KEY_CHARS = LinearPattern(r"^[^\W_]?[\w .\-/']*$")
+# Letters, marks and digits of every script (SPEC §1: ``कि`` is a letter and a vowel sign),
+# spaces and identifier punctuation; no sentence punctuation, no symbols.
+_KEY_PUNCTUATION = frozenset("_ .-/'")
 _MAX_KEY_WORDS = 8
 
 
@@ -261,9 +263,15 @@ def key_value_fact(line: str) -> Fact | None:
     return Fact(key=key, value=value) if key else None
 
 
+def key_characters_only(text: str) -> bool:
+    """Only characters a key may be written with (one scan)."""
+    return all(ch.isalnum() or ch in _KEY_PUNCTUATION or unicodedata.category(ch)[0] == "M"
+               for ch in text)
+
+
 def _looks_like_key(text: str) -> bool:
     return (
-        bool(_KEY_CHARS.match(text))
+        key_characters_only(text)
         and not text.endswith(".")
         and any(ch.isalpha() for ch in text)
         and len(text.split()) <= _MAX_KEY_WORDS

@@ -1,6 +1,10 @@
 """The rule extractor as it was before it ran in linear time (Python's backtracking ``re``), kept
-verbatim as the oracle of tests/llm/test_rules_linear.py: on short inputs, where backtracking
-is cheap, the linear-time extractor must give exactly what this one gives."""
+as the oracle of tests/llm/test_rules_linear.py: on short inputs, where backtracking is cheap,
+the linear-time extractor must give exactly what this one gives.
+
+Verbatim but for one deliberate change of meaning: a ``key = value`` line's key may now hold
+combining marks (SPEC §1 keeps the marks of every script: ``कि``), which ``\w`` does not
+match; the oracle takes its key-character check from the new extractor."""
 
 from __future__ import annotations
 
@@ -179,8 +183,10 @@ def key_value_fact(line: str) -> Fact | None:
 
 
 def _looks_like_key(text: str) -> bool:
+    from memory.llm.rules import key_characters_only
+
     return (
-        bool(_KEY_CHARS.match(text))
+        key_characters_only(text)
         and not text.endswith(".")
         and any(ch.isalpha() for ch in text)
         and len(text.split()) <= _MAX_KEY_WORDS
