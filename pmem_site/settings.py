@@ -8,6 +8,7 @@ from pathlib import Path
 import dj_database_url
 
 from . import embedded
+from .secret_key import secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -31,10 +32,14 @@ def env_bool(name: str, default: bool = False) -> bool:
     return default if not raw else raw in {"1", "true", "yes", "on"}
 
 
-SECRET_KEY = env_str("PMEM_SECRET_KEY") or "pmem-dev-only-insecure-key-change-me-in-production"
 DEBUG = env_bool("PMEM_DEBUG", False)
 ALLOWED_HOSTS = [h for h in env_str("PMEM_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 PMEM_DATA_DIR = embedded.data_dir()
+# PMEM_HTTPS=1 marks a deployment: there the key must come from PMEM_SECRET_KEY. Otherwise a
+# key generated once per data directory is used (pmem_site/secret_key.py).
+PMEM_HTTPS = env_bool("PMEM_HTTPS", False)
+SECRET_KEY = secret_key(configured=env_str("PMEM_SECRET_KEY"), data_dir=PMEM_DATA_DIR,
+                        https=PMEM_HTTPS)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -148,7 +153,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memory.api.errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memory.api.parsers.BoundedJSONParser"],
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
