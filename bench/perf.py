@@ -18,6 +18,9 @@ machine is small and shared, so absolute figures drift from run to run):
   tables of 10k / 100k (/ 1M) cells against an exact scan (recall@12, p50/p95), over a grid
   of ``m`` / ``ef_construction`` / ``hnsw.ef_search``, and ``halfvec``.
 - **rollback**: revoke on a 1,000-version chain vs a 2-version chain.
+- **graph memory**: peak RSS of a gunicorn worker serving one cell's graph, the key grown to
+  1, 5, 20 observations of 500 facts x 1.9 KB (``bench/perf_graph.py``; ``--only graph`` runs
+  it alone, ``--baseline DIR`` measures older code beside this one).
 
 The scratch tables (``perf_*``) live in the benchmark's database and are dropped at the end.
 """
@@ -920,19 +923,26 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 progress=config.progress)
     perf.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    perf.next_stage("ingest through the services (observations of 30 facts)")
-    services = _ingest_services(perf)
-    perf.next_stage("COPY floor")
-    _copy_floor(perf, services)
-    perf.next_stage("ingest through API (gunicorn) + Celery worker")
-    _api_and_stream(perf, services)
-    perf.next_stage(f"growth to {SCALES[scale].growth_versions} versions, reads at 1x/40x")
-    _growth(perf)
-    _point_read(perf)
-    perf.next_stage("rollback on a long vs a short chain")
-    _rollback(perf)
-    perf.next_stage("frontier top-12: HNSW vs exact scan")
-    _frontier(perf)
+    only = getattr(config, "only", None)  # "graph": that section alone
+    perf.stages = 1 if only else perf.stages + 1
+    if not only:
+        perf.next_stage("ingest through the services (observations of 30 facts)")
+        services = _ingest_services(perf)
+        perf.next_stage("COPY floor")
+        _copy_floor(perf, services)
+        perf.next_stage("ingest through API (gunicorn) + Celery worker")
+        _api_and_stream(perf, services)
+        perf.next_stage(f"growth to {SCALES[scale].growth_versions} versions, reads at 1x/40x")
+        _growth(perf)
+        _point_read(perf)
+        perf.next_stage("rollback on a long vs a short chain")
+        _rollback(perf)
+        perf.next_stage("frontier top-12: HNSW vs exact scan")
+        _frontier(perf)
+    from bench.perf_graph import graph_memory
+
+    perf.next_stage("graph memory: one cell's graph through gunicorn, peak worker RSS")
+    graph_memory(perf, getattr(config, "baseline", None))
     perf.progress(perf.stages, perf.stages)
     from django.db import connection
 
@@ -955,6 +965,10 @@ def write(out: Path, config: dict[str, Any], results: list[dict[str, Any]]) -> s
     table = markdown(config, results)
     (out / "perf.md").write_text(table)
     plot(out / "perf.png", config, results)
+    if config.get("series", {}).get("graph_memory"):
+        from bench.perf_graph import plot as plot_graph_memory
+
+        plot_graph_memory(out / "perf-graph-memory.png", config["series"]["graph_memory"])
     return table
 
 

@@ -36,6 +36,8 @@ class RunConfig:
     client: Any = None  # memory.llm.client.ModelClient, or None: no model configured
     progress: Progress = field(default=lambda done, total: None)
     scale: str = "medium"  # perf: small | medium | full
+    only: str | None = None  # perf: one section alone ("graph")
+    baseline: Path | None = None  # perf graph memory: older code measured beside this one
 
     @property
     def model(self) -> str | None:

@@ -10,15 +10,26 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, Max, QuerySet
+from django.db.models import Count, F, Max, QuerySet, TextField
+from django.db.models.functions import Cast, Left, Length
 from django.utils import timezone
 
 from memory.models import Cell, Evidence, Namespace, Operation
-from memory.selectors import cell_graph, cell_status, cells_list
+from memory.selectors import (
+    LIST_TEXT_CHARS,
+    cell_graph,
+    cell_status,
+    cells_list,
+    operations_list,
+)
 
 UNSETTLED = (Evidence.State.PENDING, Evidence.State.PROCESSING)
 RECENT = timedelta(hours=24)
 FRONTIER_FILTERS = ("all", "contested", "empty", "recent", "failed")
+#: Characters of an operation's raw model output the log shows; the observation page shows it
+#: whole, once (one annotation call's output is stored on each operation it produced).
+LOG_RAW_OUTPUT_CHARS = 2000
+BIGINT_MAX = 2**63 - 1
 #: Counting stops here: an exact COUNT(*) over 100k cells on every page view buys nothing.
 COUNT_CAP = 10_000
 
@@ -127,8 +138,58 @@ def observations_unsettled(*, namespace: Namespace, limit: int = 50,
                            failed_only: bool = False) -> list[Evidence]:
     """Observations not committed yet (pending, processing) or failed, newest first."""
     states = [Evidence.State.FAILED] if failed_only else [*UNSETTLED, Evidence.State.FAILED]
+    # A row shows the head of its text, else of its facts: both cut in SQL under their own
+    # names (``text_head``, ``facts_head``), so a megabyte of facts never leaves the database
+    # for a table cell (decision 20).
     return list(Evidence.objects.filter(namespace=namespace, state__in=states)
+                .only("id", "namespace_id", "seq", "state", "source", "error", "received_at")
+                .annotate(text_head=Left("text", LIST_TEXT_CHARS),
+                          facts_head=Left(Cast("facts", TextField()), LIST_TEXT_CHARS))
                 .order_by("-seq")[:limit])
+
+
+def operation_log(*, namespace: Namespace, key: str | None = None, actor: str | None = None,
+                  before: int | None = None, limit: int = 50) -> list[Operation]:
+    """A page of the operation log, newest first (keyset on op_log_idx). Each row carries its
+    observation's seq and the head of its text (``evidence_seq``, ``evidence_head``) and the
+    head of its raw model output (``raw_head``, ``raw_truncated``), never the observation row
+    itself nor a payload the log does not show (decision 20)."""
+    qs = (operations_list(namespace=namespace, key=key, actor=actor)
+          .defer("payload", "raw_output")
+          .annotate(evidence_seq=F("evidence__seq"),
+                    evidence_head=Left("evidence__text", LIST_TEXT_CHARS),
+                    raw_head=Left("raw_output", LOG_RAW_OUTPUT_CHARS),
+                    raw_chars=Length("raw_output")))
+    if before is not None:
+        qs = qs.filter(id__lt=before)
+    ops = list(qs[:limit])
+    for o in ops:
+        o.raw_truncated = o.raw_chars > LOG_RAW_OUTPUT_CHARS
+    return ops
+
+
+@dataclass(frozen=True)
+class ObservationPage:
+    evidence: Evidence  # shown whole: text and facts (not the extraction or the embedding)
+    operations: list[dict[str, Any]]  # what it did, values cut to LIST_TEXT_CHARS
+    raw_outputs: list[str]  # each distinct raw model output once
+
+
+def observation_page(*, namespace: Namespace, evidence_id: int) -> ObservationPage | None:
+    """One observation whole: where graphs and lists link for the text they cut."""
+    if evidence_id > BIGINT_MAX:
+        return None
+    evidence = (Evidence.objects.filter(namespace=namespace, pk=evidence_id)
+                .defer("extracted", "embedding").first())
+    if evidence is None:
+        return None
+    produced = Operation.objects.filter(evidence_id=evidence.pk)
+    operations = list(produced.order_by("id").values(
+        "id", "type", "requested", "key", "cell_id", "version_id", "reason", "actor",
+        value_head=Left("value", LIST_TEXT_CHARS)))
+    raw_outputs = list(produced.exclude(raw_output="").order_by("raw_output")
+                       .values_list("raw_output", flat=True).distinct())
+    return ObservationPage(evidence, operations, raw_outputs)
 
 
 def live_fingerprint(namespace: Namespace) -> str:

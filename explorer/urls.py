@@ -16,6 +16,7 @@ explorer_patterns = [
     path("ns/<slug:ns>/cells/<str:key>/operations/", views.cell_operate, name="cell_operate"),
     path("ns/<slug:ns>/observations/", views.observation_add, name="observation_add"),
     path("ns/<slug:ns>/observations/list/", views.observations_fragment, name="observations"),
+    path("ns/<slug:ns>/observations/<int:evidence_id>/", views.observation, name="observation"),
     path("ns/<slug:ns>/observations/<int:evidence_id>/retry/", views.observation_retry_view,
          name="observation_retry"),
     path("ns/<slug:ns>/operations/", views.operations, name="operations"),

@@ -28,11 +28,13 @@ from explorer.selectors import (
     frontier_page,
     live_fingerprint,
     namespace_overview,
+    observation_page,
     observations_unsettled,
+    operation_log,
 )
 from memory.domain import HEAD_STATUSES, InvalidOperation, Status
 from memory.models import Evidence, Membership
-from memory.selectors import CellDetail, cell_detail, operations_list
+from memory.selectors import CellDetail, cell_detail
 from memory.services import CellNotFound, observation_record, observation_retry, operation_apply
 from memory.tasks import enqueue_observation
 
@@ -173,6 +175,10 @@ def cell_graph_json(request: HttpRequest, ns: str, key: str) -> JsonResponse:
     graph = explorer_graph(namespace=access.namespace, key=key)
     if graph is None:
         raise Http404("no such cell")
+    for node in graph.nodes:  # nodes carry the head of a text; these pages show it whole
+        if node["kind"] == "evidence":
+            node["page"] = reverse("explorer:observation", args=[ns, node["observation"]])
+            node["observation_url"] = reverse("api-observation", args=[ns, node["observation"]])
     return JsonResponse(graph.as_dict(), encoder=DjangoJSONEncoder)
 
 
@@ -260,7 +266,8 @@ def observation_add(request: HttpRequest, ns: str) -> HttpResponse:
 def observation_retry_view(request: HttpRequest, ns: str, evidence_id: int) -> HttpResponse:
     access = namespace_access(request.user, ns)
     require_reviewer(access)
-    evidence = get_object_or_404(Evidence, pk=evidence_id, namespace=access.namespace)
+    evidence = get_object_or_404(Evidence.objects.only("id", "namespace_id", "state"),
+                                 pk=evidence_id, namespace=access.namespace)
     if observation_retry(evidence=evidence):
         enqueue_observation(evidence.pk)
     if _is_htmx(request):
@@ -270,6 +277,20 @@ def observation_retry_view(request: HttpRequest, ns: str, evidence_id: int) -> H
         return trigger_client_event(response, "pmem-changed")
     return redirect(_same_origin_path(request.POST.get("next"))
                     or reverse("explorer:operations", args=[ns]))
+
+
+@login_required
+@require_GET
+def observation(request: HttpRequest, ns: str, evidence_id: int) -> HttpResponse:
+    """One observation whole (text, facts, what it did): where the graph and the lists, which
+    show only the head of a text, link to."""
+    access = namespace_access(request.user, ns)
+    page = observation_page(namespace=access.namespace, evidence_id=evidence_id)
+    if page is None:
+        raise Http404("no such observation")
+    return render(request, "explorer/observation.html", {
+        **_ns_context(access, "operations"), "page": page, "e": page.evidence,
+        "api_url": reverse("api-observation", args=[ns, evidence_id])})
 
 
 @login_required
@@ -290,11 +311,9 @@ def operations(request: HttpRequest, ns: str) -> HttpResponse:
     access = namespace_access(request.user, ns)
     form = LogFilter(request.GET)
     data = form.cleaned_data if form.is_valid() else {}
-    qs = operations_list(namespace=access.namespace, key=data.get("key") or None,
-                         actor=data.get("actor") or None).select_related("evidence")
-    if data.get("before"):
-        qs = qs.filter(id__lt=data["before"])  # keyset paging on op_log_idx
-    ops = list(qs[: LOG_PAGE + 1])
+    ops = operation_log(namespace=access.namespace, key=data.get("key") or None,
+                        actor=data.get("actor") or None, before=data.get("before") or None,
+                        limit=LOG_PAGE + 1)
     context = {
         **_ns_context(access, "operations"),
         "ops": ops[:LOG_PAGE], "older": ops[LOG_PAGE - 1].pk if len(ops) > LOG_PAGE else None,

@@ -147,8 +147,12 @@ def cell_detail(*, namespace: Namespace, key: str, sources: int = 3) -> CellDeta
     aliases = list(KeyAlias.objects.filter(cell=cell).order_by("id").values_list("alias", flat=True))
     snippets: list[str] = []
     if head is not None:
+        from django.db.models.functions import Left
+
+        # Rendered as 60-character snippets (render_cell): the head of each text is enough.
         snippets = [t for t in SupportEdge.objects.filter(version=head, evidence__isnull=False)
-                    .order_by("-id").values_list("evidence__text", flat=True)[:sources] if t]
+                    .order_by("-id").values_list(Left("evidence__text", SNIPPET_SOURCE_CHARS),
+                                                 flat=True)[:sources] if t]
     return CellDetail(
         key=cell.key, value=head.value if head else None, status=cell_status(head),
         version=head.id if head else None, support=head.support if head else 0,
@@ -170,8 +174,10 @@ def versions_with_value(*, namespace: Namespace, key: str, value: str) -> int:
 
 def cells_list(*, namespace: Namespace, status: str | None = None,
                search: str | None = None) -> QuerySet[Cell]:
-    """Cells of a namespace with their heads, newest change first; filter by cell status."""
-    qs = Cell.objects.filter(namespace=namespace).select_related("head")
+    """Cells of a namespace with their heads, newest change first; filter by cell status.
+    A page of cells shows no vectors: they stay in the database (decision 20)."""
+    qs = Cell.objects.filter(namespace=namespace).select_related("head").defer(
+        "embedding", "key_embedding", "embedded_text")
     if status == "empty":
         qs = qs.filter(head__isnull=True)
     elif status in ("active", "contested"):
@@ -225,52 +231,96 @@ def operations_list(*, namespace: Namespace, key: str | None = None,
     return qs.order_by("-id")
 
 
+#: Characters of an observation's text that a graph node or a list row carries: the whole
+#: text is one link away (decision 20). A graph that copied whole rows into every node took
+#: 3.4 GB for one observation of 500 facts on one key.
+GRAPH_TEXT_CHARS = 500
+LIST_TEXT_CHARS = 200
+#: Characters of an operation's raw model output a graph node carries: one annotation call's
+#: output is stored on every operation it produced.
+GRAPH_RAW_OUTPUT_CHARS = 2000
+#: Characters of a supporting text a cell's support disclosure reads: it renders 60 of them
+#: with whitespace collapsed, so only a text opening with hundreds of blanks could differ.
+SNIPPET_SOURCE_CHARS = 400
+
+
+def evidence_heads(ids: Iterable[int], chars: int = GRAPH_TEXT_CHARS) -> dict[int, dict[str, Any]]:
+    """Observations as graphs and lists show them, in one statement by seq: ``id, seq, source,
+    received_at``, the text cut to ``chars`` in SQL (``text``) and its whole length
+    (``text_chars``). Never the facts, the extraction or the embedding (decision 20)."""
+    from django.db.models.functions import Left, Length
+
+    rows = Evidence.objects.filter(pk__in=list(ids)).order_by("seq").values(
+        "id", "seq", "source", "received_at", head=Left("text", chars), text_chars=Length("text"))
+    return {r["id"]: {"id": r["id"], "seq": r["seq"], "source": r["source"],
+                      "received_at": r["received_at"], "text": r["head"],
+                      "text_chars": r["text_chars"], "text_truncated": r["text_chars"] > chars}
+            for r in rows}
+
+
 def cell_graph(*, namespace: Namespace, key: str) -> dict[str, list[dict[str, Any]]] | None:
-    """The cell's provenance subgraph: versions, evidence, operations, tombstones, typed edges."""
+    """The cell's provenance subgraph: versions, evidence, operations, tombstones, typed edges.
+
+    Every observation an operation or a support edge names is one evidence node, read once
+    with its text truncated (:func:`evidence_heads`); operations carry its id, not its text."""
     cell = cell_lookup(namespace=namespace, key=key)
     if cell is None:
         return None
-    versions = list(Version.objects.filter(cell=cell).order_by("id"))
-    ops = list(Operation.objects.filter(cell=cell).select_related("evidence").order_by("id"))
-    supports = list(SupportEdge.objects.filter(version__cell=cell).select_related("evidence")
-                    .order_by("id"))
-    tombs = list(TombstoneRow.objects.filter(version__cell=cell).order_by("id"))
-    nodes: list[dict[str, Any]] = []
-    edges: list[dict[str, Any]] = []
-    for v in versions:
-        nodes.append({"id": f"v{v.id}", "kind": "version", "label": v.value, "status": v.status,
-                      "version": v.id, "support": v.support, "valid_from": v.valid_from,
-                      "valid_to": v.valid_to})
-        if v.supersedes_id:
-            edges.append({"source": f"v{v.id}", "target": f"v{v.supersedes_id}", "type": "supersedes"})
-        if v.alternative_of_id:
-            edges.append({"source": f"v{v.id}", "target": f"v{v.alternative_of_id}",
-                          "type": "alternative_of"})
-    evidence_seen: dict[int, Evidence] = {}
-    for s in supports:
-        if s.evidence_id is not None:
-            evidence_seen.setdefault(s.evidence_id, s.evidence)
-            edges.append({"source": f"v{s.version_id}", "target": f"e{s.evidence_id}",
-                          "type": "supported_by"})
-    for e in sorted(evidence_seen.values(), key=lambda e: e.seq):
-        nodes.append({"id": f"e{e.id}", "kind": "evidence", "label": f"#{e.seq}", "seq": e.seq,
-                      "text": e.text, "source": e.source, "received_at": e.received_at})
-    for o in ops:
-        nodes.append({"id": f"o{o.id}", "kind": "operation", "label": o.type, "op": o.type,
-                      "requested": o.requested, "actor": o.actor, "reason": o.reason,
-                      "seq": o.seq, "version": o.version_id, "created_at": o.created_at,
-                      "raw_output": o.raw_output, "evidence": o.evidence_id,
-                      # Why it happened, even when the evidence supports no version (a
-                      # retraction's "reported in error" text).
-                      "evidence_text": o.evidence.text if o.evidence else None,
-                      "source": o.evidence.source if o.evidence else None})
-    for t in tombs:
-        nodes.append({"id": f"t{t.id}", "kind": "tombstone", "label": "revoked",
-                      "operation": t.operation_id, "created_at": t.created_at})
-        edges.append({"source": f"t{t.id}", "target": f"v{t.version_id}", "type": "revokes"})
+    nodes, edges = _version_nodes(cell)
+    supports = list(SupportEdge.objects.filter(version__cell=cell, evidence__isnull=False)
+                    .order_by("id").values_list("version_id", "evidence_id"))
+    edges += [{"source": f"v{v}", "target": f"e{e}", "type": "supported_by"} for v, e in supports]
+    ops = _operation_nodes(cell)
+    # Evidence a retraction's operation names supports no version, yet is why it happened.
+    evidence = evidence_heads({e for _, e in supports} | {o["evidence"] for o in ops
+                                                          if o["evidence"] is not None})
+    nodes += [{"id": f"e{e['id']}", "kind": "evidence", "label": f"#{e['seq']}",
+               "observation": e["id"], **{k: v for k, v in e.items() if k != "id"}}
+              for e in evidence.values()]
+    nodes += ops
+    for tid, version_id, operation_id, created_at in TombstoneRow.objects.filter(
+            version__cell=cell).order_by("id").values_list(
+            "id", "version_id", "operation_id", "created_at"):
+        nodes.append({"id": f"t{tid}", "kind": "tombstone", "label": "revoked",
+                      "operation": operation_id, "created_at": created_at})
+        edges.append({"source": f"t{tid}", "target": f"v{version_id}", "type": "revokes"})
     return {"key": cell.key, "nodes": nodes, "edges": edges}
 
 
+def _version_nodes(cell: Cell) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The cell's versions, oldest first, with their supersedes / alternative_of edges."""
+    nodes: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    for vid, value, status, support, valid_from, valid_to, supersedes, alternative_of in (
+            Version.objects.filter(cell=cell).order_by("id").values_list(
+                "id", "value", "status", "support", "valid_from", "valid_to", "supersedes_id",
+                "alternative_of_id")):
+        nodes.append({"id": f"v{vid}", "kind": "version", "label": value, "status": status,
+                      "version": vid, "support": support, "valid_from": valid_from,
+                      "valid_to": valid_to})
+        if supersedes:
+            edges.append({"source": f"v{vid}", "target": f"v{supersedes}", "type": "supersedes"})
+        if alternative_of:
+            edges.append({"source": f"v{vid}", "target": f"v{alternative_of}",
+                          "type": "alternative_of"})
+    return nodes, edges
+
+
+def _operation_nodes(cell: Cell) -> list[dict[str, Any]]:
+    """The cell's operations in the order applied: the observation each came from by id
+    (its node holds the text), and the head of the raw model output."""
+    from django.db.models.functions import Left, Length
+
+    return [{"id": f"o{o['id']}", "kind": "operation", "label": o["type"], "op": o["type"],
+             "requested": o["requested"], "actor": o["actor"], "reason": o["reason"],
+             "seq": o["seq"], "version": o["version_id"], "created_at": o["created_at"],
+             "evidence": o["evidence_id"], "raw_output": o["raw"],
+             "raw_output_chars": o["raw_chars"],
+             "raw_output_truncated": o["raw_chars"] > GRAPH_RAW_OUTPUT_CHARS}
+            for o in Operation.objects.filter(cell=cell).order_by("id").values(
+                "id", "type", "requested", "actor", "reason", "seq", "version_id", "created_at",
+                "evidence_id", raw=Left("raw_output", GRAPH_RAW_OUTPUT_CHARS),
+                raw_chars=Length("raw_output"))]
 
 
 # --- reads for agents (SPEC §7) ---------------------------------------------------------------
@@ -392,13 +442,20 @@ def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
             elif v.status not in HEAD_STATUSES:
                 history.setdefault(v.cell_id, []).append(ClosedVersion(v.value, v.status))
     if ids and "support" in disclose:
+        from django.db.models import F, Window
+        from django.db.models.functions import Left, RowNumber
+
+        # The newest three non-empty texts per head, cut in SQL: a head with thousands of
+        # support edges costs three short strings, not every supporting text (decision 20).
         heads = {c.head_id: c.pk for c in cells}
-        for version_id, text in (SupportEdge.objects.filter(version_id__in=list(heads),
-                                                            evidence__isnull=False)
-                                 .order_by("-id").values_list("version_id", "evidence__text")):
-            bucket = sources.setdefault(heads[version_id], [])
-            if text and len(bucket) < 3:
-                bucket.append(text)
+        newest = (SupportEdge.objects.filter(version_id__in=list(heads), evidence__isnull=False)
+                  .exclude(evidence__text="")
+                  .annotate(rank=Window(RowNumber(), partition_by=[F("version_id")],
+                                        order_by=F("id").desc()))
+                  .filter(rank__lte=3).order_by("version_id", "-id"))
+        for version_id, text in newest.values_list(
+                "version_id", Left("evidence__text", SNIPPET_SOURCE_CHARS)):
+            sources.setdefault(heads[version_id], []).append(text)
     return [
         CellText(key=c.key, value=c.head.value if c.head else None, status=cell_status(c.head),
                  support=c.head.support if c.head else 0, sources=tuple(sources.get(c.pk, ())),
@@ -414,6 +471,17 @@ def _evidence_line(e: Evidence) -> str:
     return " ".join(evidence_text(e).split())
 
 
+def _load_facts_of_textless(rows: list[Evidence]) -> None:
+    """A raw line is the text, else the facts (``evidence_text``): load the facts of the rows
+    without text, and only theirs (decision 20)."""
+    textless = [e for e in rows if not e.text.strip()]
+    if textless:
+        facts = dict(Evidence.objects.filter(pk__in=[e.pk for e in textless])
+                     .values_list("id", "facts"))
+        for e in textless:
+            e.facts = facts.get(e.pk)
+
+
 def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = False) -> ReadResult:
     """Top-k evidence by cosine (the retrieval baseline); ``ordered`` tags each line with its
     arrival index ``[t=seq]`` and sorts by it."""
@@ -423,8 +491,10 @@ def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = F
     with transaction.atomic():
         _vector_search_settings()
         rows = list(Evidence.objects.filter(namespace=namespace, embedding__isnull=False)
+                    .only("id", "seq", "text", "source", "observed_at", "received_at")
                     .annotate(distance=CosineDistance("embedding", vector))
                     .order_by("distance")[:k])
+    _load_facts_of_textless(rows)
     if ordered:
         rows.sort(key=lambda e: e.seq)
         lines = [f"[t={e.seq}] {_evidence_line(e)}" for e in rows]
@@ -476,7 +546,9 @@ def pruned_read(*, namespace: Namespace, query: str, k: int = 12, gate: bool = F
     if gate and not _yes(client, GATE_PROMPT.format(query=query)):
         return ReadResult("pruned", raw.context, raw.items, raw.context_chars,
                           note="gate: the question does not ask for a current value; not pruned")
-    rows = {e.id: e for e in Evidence.objects.filter(pk__in=[i["id"] for i in raw.items])}
+    rows = {e.id: e for e in Evidence.objects.filter(pk__in=[i["id"] for i in raw.items])
+            .defer("extracted", "facts")}  # the embeddings are compared here
+    _load_facts_of_textless(list(rows.values()))
     ordered = [rows[i["id"]] for i in raw.items]
     dropped: set[int] = set()
     for x, a in enumerate(ordered):

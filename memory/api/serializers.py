@@ -178,6 +178,14 @@ class GraphNodeOut(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["evidence", "version", "operation", "tombstone"])
     label = serializers.CharField()
     status = serializers.CharField(required=False)
+    # Evidence: the head of its text and where the whole observation is (decision 20).
+    observation = serializers.IntegerField(required=False)
+    text = serializers.CharField(required=False, allow_blank=True)
+    text_chars = serializers.IntegerField(required=False)
+    text_truncated = serializers.BooleanField(required=False)
+    observation_url = serializers.URLField(required=False)
+    # Operation: the observation it came from (its node holds the text, once).
+    evidence = serializers.IntegerField(required=False, allow_null=True)
 
 
 class GraphEdgeOut(serializers.Serializer):

@@ -10,6 +10,7 @@ from urllib.parse import urlencode
 
 from django.conf import settings
 from django.db.models import Q
+from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.request import Request
@@ -47,8 +48,8 @@ class NamespaceView(APIView):
         return namespace_for(request, ns, write=write)
 
     def evidence(self, namespace: Any, pk: int) -> Evidence:
-        evidence = (Evidence.objects.filter(namespace=namespace, pk=pk).first()
-                    if pk <= s.BIGINT_MAX else None)
+        evidence = (Evidence.objects.filter(namespace=namespace, pk=pk)
+                    .defer("extracted", "embedding").first() if pk <= s.BIGINT_MAX else None)
         if evidence is None:
             raise exceptions.NotFound("no such observation")
         return evidence
@@ -77,7 +78,8 @@ def _next_url(request: Request, **params: Any) -> str:
 
 
 def observation_body(evidence: Evidence) -> dict[str, Any]:
-    ops = list(Operation.objects.filter(evidence=evidence).order_by("id"))
+    ops = list(Operation.objects.filter(evidence=evidence).order_by("id").only(
+        "id", "type", "requested", "key", "value", "version_id", "reason", "actor"))
     statuses = dict(Version.objects.filter(pk__in=[o.version_id for o in ops if o.version_id])
                     .values_list("id", "status"))
     return {
@@ -111,12 +113,13 @@ def _enqueue(evidence_id: int) -> None:
 def _wait_settled(evidence_id: int, timeout: float = WAIT_SECONDS) -> Evidence:
     deadline = time.monotonic() + timeout
     delay = 0.02
-    while True:
-        evidence = Evidence.objects.get(pk=evidence_id)
-        if evidence.state in SETTLED or time.monotonic() >= deadline:
-            return evidence
+    settled = Evidence.objects.filter(pk=evidence_id, state__in=SETTLED)
+    # Polls the state alone; the row (text and facts, never the extraction or the
+    # embedding) is read once, at the end.
+    while not settled.exists() and time.monotonic() < deadline:
         time.sleep(delay)
         delay = min(delay * 1.5, 0.25)
+    return Evidence.objects.defer("extracted", "embedding").get(pk=evidence_id)
 
 
 class ObservationsView(NamespaceView):
@@ -247,6 +250,10 @@ class CellGraphView(NamespaceView):
         graph = selectors.cell_graph(namespace=self.namespace(request, ns), key=key)
         if graph is None:
             raise exceptions.NotFound(f"no cell with key {key!r}")
+        for node in graph["nodes"]:  # an evidence node carries the head of its text
+            if node["kind"] == "evidence":
+                node["observation_url"] = request.build_absolute_uri(
+                    reverse("api-observation", args=[ns, node["observation"]]))
         return Response(graph)
 
 

@@ -136,6 +136,23 @@
     dl.append(dt, dd);
   }
 
+  function link(dl, name, href, text) {
+    if (!href) return;
+    const dt = document.createElement("dt");
+    dt.textContent = name;
+    const dd = document.createElement("dd");
+    const a = document.createElement("a");
+    a.href = href;
+    a.textContent = text;
+    dd.appendChild(a);
+    dl.append(dt, dd);
+  }
+
+  // Nodes carry the head of an observation's text (cut on the server); the whole is a link away.
+  function headOf(text, truncated) {
+    return (text || "") + (truncated ? "…" : "");
+  }
+
   function when(iso) {
     if (!iso) return "";
     const d = new Date(iso);
@@ -164,18 +181,23 @@
       row(dl, "Seq", n.seq);
       row(dl, "Source", n.source || "(none)");
       row(dl, "Received", when(n.received_at));
-      row(dl, "Text", n.text || "(structured facts only)", true);
+      row(dl, "Text", n.text ? headOf(n.text, n.text_truncated) : "(structured facts only)", true);
+      link(dl, "Whole", n.page, "observation #" + n.seq + (n.text_truncated ? " (" + n.text_chars + " characters)" : ""));
     } else if (n.kind === "operation") {
+      // Why it happened, even when its observation supports no version (a retraction's
+      // "reported in error" text): the observation's node holds the text, once.
+      const ev = n.evidence != null ? graph.nodes.find((x) => x.id === "e" + n.evidence) : null;
       row(dl, "Operation", n.op + (n.requested && n.requested !== n.op ? " (asked: " + n.requested + ")" : ""));
       row(dl, "Actor", n.actor);
       row(dl, "When", when(n.created_at));
       row(dl, "Reason", n.reason);
       row(dl, "Evidence seq", n.seq);
-      if (n.evidence_text != null) {
-        row(dl, "Evidence", (n.source ? "[" + n.source + "] " : "") + (n.evidence_text || "(structured facts only)"), true);
+      if (ev) {
+        row(dl, "Evidence", (ev.source ? "[" + ev.source + "] " : "") + (ev.text ? headOf(ev.text, ev.text_truncated) : "(structured facts only)"), true);
+        link(dl, "Whole", ev.page, "observation #" + ev.seq);
       }
       row(dl, "Version", n.version);
-      row(dl, "Raw model output", n.raw_output, true);
+      row(dl, "Raw model output", n.raw_output ? headOf(n.raw_output, n.raw_output_truncated) : "", true);
     } else {
       const op = graph.nodes.find((x) => x.id === "o" + n.operation);
       row(dl, "When", when(n.created_at));

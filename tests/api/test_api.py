@@ -441,11 +441,39 @@ def test_cells_list_items_have_the_full_cell_shape_in_bounded_queries(api, ns):
     assert len(queries) <= 8
 
 
-def test_graph_operation_nodes_carry_their_evidence_text(api, ns, commit_pending):
+def test_graph_operations_name_their_evidence_whose_node_says_why(api, ns, commit_pending):
+    # The retraction's observation supports no version, yet it is why the revoke happened:
+    # it is an evidence node of the graph, and the operation names it (its text is held once,
+    # on that node, not copied into every operation; decision 20).
     post(api, base(ns) + "observations/", {"text": "Earlier observation: mug 1 was in table 1."})
     post(api, base(ns) + "observations/", {"text": "Update: mug 1 has been moved from table 1 to shelf 2."})
     post(api, base(ns) + "observations/", {"text": "The move of mug 1 to shelf 2 was reported in error."})
     commit_pending()
     graph = api.get(base(ns) + "cells/mug_1_location/graph/").json()
+    nodes = {n["id"]: n for n in graph["nodes"]}
     revoke = next(n for n in graph["nodes"] if n["kind"] == "operation" and n["label"] == "revoke")
-    assert revoke["evidence_text"] == "The move of mug 1 to shelf 2 was reported in error."
+    why = nodes[f"e{revoke['evidence']}"]
+    assert why["text"] == "The move of mug 1 to shelf 2 was reported in error."
+    assert (why["kind"], why["seq"], why["text_truncated"]) == ("evidence", revoke["seq"], False)
+    assert not any("evidence_text" in n or "text" in n for n in graph["nodes"]
+                   if n["kind"] == "operation")
+
+
+def test_graph_evidence_text_is_cut_and_links_to_the_whole_observation(api, ns, commit_pending):
+    from memory.selectors import GRAPH_TEXT_CHARS
+
+    text = "A long note about the blob. " * 400  # 11,200 characters
+    first = post(api, base(ns) + "observations/", {
+        "text": text, "facts": [{"key": "blob", "value": f"value {i}"} for i in range(40)]}).json()
+    commit_pending()
+    graph = api.get(base(ns) + "cells/blob/graph/").json()
+    evidence = [n for n in graph["nodes"] if n["kind"] == "evidence"]
+    ops = [n for n in graph["nodes"] if n["kind"] == "operation"]
+    assert len(ops) == 40 and {o["evidence"] for o in ops} == {first["id"]}
+    assert len(evidence) == 1  # one node for the observation, not one copy per operation
+    node = evidence[0]
+    assert node["text"] == text[:GRAPH_TEXT_CHARS]
+    assert (node["text_truncated"], node["text_chars"]) == (True, len(text))
+    assert node["observation_url"].endswith(f"/api/v1/namespaces/{ns.name}/observations/{first['id']}/")
+    whole = api.get(node["observation_url"])
+    assert whole.status_code == 200 and whole.json()["text"] == text

@@ -227,3 +227,27 @@ def test_read_modes_side_by_side_and_the_operation_log(browsing: Browsing, demo_
         Operation.objects.filter(namespace=demo_ns, actor="user:demo").count())
     b.shot("operations")
     assert b.errors == []
+
+
+def test_an_operation_node_shows_its_observation_and_links_to_the_whole(
+        browsing: Browsing, demo_ns: Any, make_user: Any) -> None:
+    # The retraction's observation supports no version; its text is held once, on its
+    # evidence node, and the revoke's details still say why (decision 20).
+    b = browsing
+    b.login(make_user("viewer", demo_ns))
+    _open_cell(b, demo_ns, "mug_1_location")
+    point = b.page.evaluate("""() => {
+        const n = window.pmemGraph.cy.nodes('[kind = "operation"]').filter(
+            (x) => x.data('label') === 'revoke').first();
+        const p = n.renderedPosition(); return {x: p.x, y: p.y}; }""")
+    box = b.page.locator("#graph").bounding_box()
+    b.page.mouse.click(box["x"] + point["x"], box["y"] + point["y"])
+    details = b.page.locator("#node-details")
+    expect(details).to_contain_text("The move of mug 1 to cabinet 3 was reported in error.")
+    b.shot("cell-operation-details")
+    details.locator("a", has_text="observation #").click()
+    expect(b.page.locator("[data-testid=observation-text]")).to_have_text(
+        "The move of mug 1 to cabinet 3 was reported in error.")
+    expect(b.page.locator("table.log .op-revoke")).to_have_count(1)
+    b.shot("observation")
+    assert b.errors == []

@@ -284,3 +284,48 @@ def test_an_alias_redirects_to_the_canonical_cell(demo_ns: Any, make_user: Any) 
         f"/ns/{demo_ns.name}/cells/alice_city/")
     assert response.status_code == 302
     assert response["Location"] == f"/ns/{demo_ns.name}/cells/alice_home_city/"
+
+
+def test_graph_nodes_link_to_a_page_that_shows_the_whole_observation(
+        demo_ns: Any, make_user: Any, make_namespace: Any) -> None:
+    # A graph node carries the head of an observation's text (decision 20); the observation's
+    # page shows it whole, with its facts and the operations it produced.
+    from memory.selectors import GRAPH_TEXT_CHARS
+    from memory.services import observation_ingest
+
+    text = "".join(f"Sentence {i} about the blob. " for i in range(150))
+    evidence = observation_ingest(namespace=demo_ns, text=text, source="probe", facts=[
+        {"key": "blob", "value": f"value {i}"} for i in range(12)])
+    viewer = client_for(make_user("viewer", demo_ns))
+    graph = viewer.get(f"/ns/{demo_ns.name}/cells/blob/graph/").json()
+    [node] = [n for n in graph["nodes"] if n["kind"] == "evidence"]
+    assert node["text"] == text[:GRAPH_TEXT_CHARS] and node["text_truncated"]
+    assert node["page"] == f"/ns/{demo_ns.name}/observations/{evidence.pk}/"
+    assert node["observation_url"] == f"/api/v1/namespaces/{demo_ns.name}/observations/{evidence.pk}/"
+    page = viewer.get(node["page"])
+    body = page.content.decode()
+    assert page.status_code == 200
+    assert "Sentence 149 about the blob." in body  # the end of the text, past the cut
+    assert "value 11" in body and f'href="/ns/{demo_ns.name}/cells/blob/"' in body
+    assert body.count('class="op op-accept"') == 12
+    stranger = client_for(make_user("viewer", make_namespace("elsewhere")))
+    assert stranger.get(node["page"]).status_code == 404
+    for missing in (evidence.pk + 10_000, 2**63):
+        assert viewer.get(f"/ns/{demo_ns.name}/observations/{missing}/").status_code == 404
+
+
+def test_lists_show_the_head_of_an_observation_and_link_to_it(demo_ns: Any,
+                                                              make_user: Any) -> None:
+    failed = observation_record(namespace=demo_ns, text="", actor="api", facts=[
+        {"key": "bulky", "value": "w" * 4000}]).evidence
+    observation_fail(evidence_id=failed.pk, error="a model said no")
+    client = client_for(make_user("viewer", demo_ns))
+    link = f'href="/ns/{demo_ns.name}/observations/{failed.pk}/"'
+    for path in (f"/ns/{demo_ns.name}/?show=failed", f"/ns/{demo_ns.name}/operations/"):
+        body = client.get(path).content.decode()
+        assert link in body and "bulky" in body and "a model said no" in body
+        assert "w" * 300 not in body  # the head of the facts, not a 4 KB value
+    mug = Operation.objects.filter(namespace=demo_ns, key="mug_1_location", type="revoke").first()
+    log = client.get(f"/ns/{demo_ns.name}/operations/", {"key": "mug_1_location"}).content.decode()
+    assert f'href="/ns/{demo_ns.name}/observations/{mug.evidence_id}/"' in log
+    assert "reported in error" in log  # the head of the retraction's text, as the row's title

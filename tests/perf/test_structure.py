@@ -9,15 +9,20 @@ is shared.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from django.db import connection, transaction
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from memory.domain import OpType
 from memory.models import Cell, FrontierVector
-from memory.selectors import cell_detail, cell_value, frontier_read
+from memory.selectors import cell_detail, cell_graph, cell_value, frontier_read, raw_read
 from memory.services import observation_ingest, observations_ingest, operation_apply
 from memory.services.frontier import frontier_flush
 
@@ -250,3 +255,182 @@ def test_the_commits_bulk_statements_are_prepared_unless_turned_off(ns, settings
         cur.execute("SELECT count(*) FROM pg_prepared_statements"
                     " WHERE statement LIKE 'INSERT INTO memory_operation%%'")
         assert cur.fetchone()[0] == (1 if prepared else 0)
+
+
+# --- bounded memory per request: what each read loads of memory_evidence (decision 20) --------
+
+#: What no list, graph or page loads of an observation unless it shows it: the client's facts
+#: (up to a megabyte of JSON), the extraction and the embedding. The text is the observation
+#: itself: whole only where one observation or a read's context is shown, else truncated in
+#: SQL under another name.
+HEAVY = frozenset({"facts", "extracted", "embedding"})
+
+
+@dataclass(frozen=True)
+class EvidenceRead:
+    sql: str
+    columns: frozenset[str]  # the memory_evidence columns it returned as they are stored
+    rows: int
+
+
+def _evidence_attributes() -> dict[tuple[int, int], str]:
+    with connection.cursor() as cur:
+        cur.execute("SELECT attrelid::int, attnum, attname FROM pg_attribute"
+                    " WHERE attrelid = 'memory_evidence'::regclass AND attnum > 0")
+        return {(oid, num): name for oid, num, name in cur.fetchall()}
+
+
+@contextlib.contextmanager
+def _evidence_reads() -> Iterator[list[EvidenceRead]]:
+    """Each statement that returned columns of memory_evidence, with those columns and its
+    row count. The source of each result column comes from PostgreSQL itself (the result's
+    table OID and column number), so no alias, join or ``values_list`` name can hide one; an
+    expression over a column (``left(text, n)``) has no source column and does not count."""
+    attributes = _evidence_attributes()
+    reads: list[EvidenceRead] = []
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        result = execute(sql, params, many, context)
+        res = getattr(context["cursor"].cursor, "pgresult", None)
+        if res is not None and res.nfields:
+            columns = frozenset(filter(None, (
+                attributes.get((res.ftable(i), res.ftablecol(i))) for i in range(res.nfields))))
+            if columns:
+                reads.append(EvidenceRead(sql, columns, res.ntuples))
+        return result
+
+    with connection.execute_wrapper(wrapper):
+        yield reads
+
+
+def _blob(ns, key: str, observations: int, facts: int) -> None:
+    for o in range(observations):
+        observation_ingest(namespace=ns, facts=[
+            {"key": key, "value": f"value {o}.{i} " + "x" * 64} for i in range(facts)])
+
+
+def test_the_graph_reads_each_observation_once_without_its_heavy_columns(ns):
+    # One observation of 500 facts on one key loaded the whole evidence row (facts JSON,
+    # extraction, embedding) once per operation and once per support edge: 3.4 GB for one GET.
+    # Now one statement reads each observation once, whatever the operations and edges.
+    _blob(ns, "small", 1, 2)
+    _blob(ns, "large", 2, 60)
+    with _evidence_reads() as small:
+        cell_graph(namespace=ns, key="small")
+    with _evidence_reads() as large:
+        graph = cell_graph(namespace=ns, key="large")
+    assert sum(1 for n in graph["nodes"] if n["kind"] == "operation") == 120
+    assert [r.rows for r in small] == [1]
+    assert [r.rows for r in large] == [2]  # two observations, not 120 operations + 120 edges
+    for read in small + large:
+        assert not read.columns & (HEAVY | {"text"}), read.columns
+
+
+def test_the_raw_read_of_text_observations_loads_no_facts_extraction_or_embedding(ns):
+    for i in range(12):
+        observation_ingest(namespace=ns, text=f"Note {i}: the blob weighs {i} kilograms.")
+    with _evidence_reads() as reads:
+        result = raw_read(namespace=ns, query="blob weight", k=10)
+    assert len(result.items) == 10
+    assert reads and all(not r.columns & HEAVY for r in reads), [r.columns for r in reads]
+
+
+@dataclass
+class Probe:
+    ns: Any
+    observation: int  # the facts + long text observation
+    browser: Any  # a logged-in explorer client
+    api: Any  # an API client with the namespace's token
+
+
+@pytest.fixture
+def probe(ns, django_user_model) -> Probe:
+    from rest_framework.test import APIClient
+
+    from memory.services import observation_fail, observation_record, token_create
+
+    big = observation_ingest(namespace=ns, text="A long note about the blob. " * 300, facts=[
+        {"key": "blob", "value": f"value {i} " + "y" * 500} for i in range(20)])
+    observation_ingest(namespace=ns, facts=[{"key": "only_facts", "value": "z" * 900}])
+    for text in ("Earlier observation: mug 1 was in table 1.",
+                 "Update: mug 1 has been moved from table 1 to shelf 2.",
+                 "The move of mug 1 to shelf 2 was reported in error."):
+        observation_ingest(namespace=ns, text=text)
+    failed = observation_record(namespace=ns, text="", facts=[{"key": "f", "value": "w" * 900}],
+                                source="probe", actor="api").evidence
+    observation_fail(evidence_id=failed.pk, error="a model said no")
+    observation_record(namespace=ns, text="Still pending " * 100, source="probe", actor="api")
+    user = django_user_model.objects.create_superuser("probe", "probe@example.org", "pw")
+    browser = Client()
+    browser.force_login(user)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {token_create(namespace=ns).key}")
+    return Probe(ns, big.pk, browser, api)
+
+
+def _get(client: Any, path: str) -> Callable[[Probe], Any]:
+    def read(p: Probe) -> Any:
+        response = client(p).get(path.format(ns=p.ns.name, obs=p.observation))
+        assert response.status_code in (200, 204), (path, response.status_code)
+        return response
+    return read
+
+
+def _api_read(mode: str) -> Callable[[Probe], Any]:
+    def read(p: Probe) -> Any:
+        response = p.api.post(f"/api/v1/namespaces/{p.ns.name}/read/",
+                              {"query": "blob value", "mode": mode}, format="json")
+        assert response.status_code == 200, response.content
+        return response
+    return read
+
+
+def _browser(p: Probe) -> Any:
+    return p.browser
+
+
+def _api(p: Probe) -> Any:
+    return p.api
+
+
+SHOWN = frozenset({"text", "facts"})  # one whole observation, or a raw read's context
+READS: list[tuple[str, Callable[[Probe], Any], frozenset[str]]] = [
+    ("cell_detail", lambda p: cell_detail(namespace=p.ns, key="blob"), frozenset()),
+    ("cell_graph", lambda p: cell_graph(namespace=p.ns, key="blob"), frozenset()),
+    ("cell_graph of a retraction", lambda p: cell_graph(namespace=p.ns, key="mug_1_location"),
+     frozenset()),
+    ("frontier_read, every disclosure", lambda p: frontier_read(
+        namespace=p.ns, query="blob", k=12, disclose=["support", "alternatives", "history"]),
+     frozenset()),
+    ("raw_read", lambda p: raw_read(namespace=p.ns, query="blob value", k=10), SHOWN),
+    ("raw_read ordered", lambda p: raw_read(namespace=p.ns, query="blob", k=10, ordered=True),
+     SHOWN),
+    ("explorer frontier", _get(_browser, "/ns/{ns}/"), frozenset()),
+    ("explorer failed observations", _get(_browser, "/ns/{ns}/?show=failed"), frozenset()),
+    ("explorer cell page", _get(_browser, "/ns/{ns}/cells/blob/"), frozenset()),
+    ("explorer cell panel", _get(_browser, "/ns/{ns}/cells/blob/panel/"), frozenset()),
+    ("explorer cell state", _get(_browser, "/ns/{ns}/cells/blob/panel/?part=state"),
+     frozenset()),
+    ("explorer graph", _get(_browser, "/ns/{ns}/cells/blob/graph/"), frozenset()),
+    ("explorer operation log", _get(_browser, "/ns/{ns}/operations/"), frozenset()),
+    ("explorer observation list", _get(_browser, "/ns/{ns}/observations/list/"), frozenset()),
+    ("explorer live poll", _get(_browser, "/ns/{ns}/live/"), frozenset()),
+    ("explorer read compare", _get(_browser, "/ns/{ns}/read/?q=blob+value"), SHOWN),
+    ("explorer observation page", _get(_browser, "/ns/{ns}/observations/{obs}/"), SHOWN),
+    ("API cells", _get(_api, "/api/v1/namespaces/{ns}/cells/"), frozenset()),
+    ("API cell", _get(_api, "/api/v1/namespaces/{ns}/cells/blob/"), frozenset()),
+    ("API graph", _get(_api, "/api/v1/namespaces/{ns}/cells/blob/graph/"), frozenset()),
+    ("API operation log", _get(_api, "/api/v1/namespaces/{ns}/operations/"), frozenset()),
+    ("API observation", _get(_api, "/api/v1/namespaces/{ns}/observations/{obs}/"), SHOWN),
+    ("API frontier read", _api_read("frontier"), frozenset()),
+    ("API raw read", _api_read("raw"), SHOWN),
+]
+
+
+@pytest.mark.parametrize("read,shown", [(r, s) for _, r, s in READS], ids=[n for n, _, _ in READS])
+def test_no_read_loads_observation_columns_it_does_not_show(probe, read, shown):
+    with _evidence_reads() as reads:
+        read(probe)
+    for r in reads:
+        loaded = r.columns & (HEAVY | {"text"})
+        assert loaded <= shown, (sorted(loaded - shown), r.sql[:400])

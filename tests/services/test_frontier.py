@@ -281,3 +281,21 @@ def test_a_commit_never_waits_for_a_flush_copying_its_cell(ns):
     assert settled == [(0, 1)]  # the copy it made is of a value that moved on: dropped
     assert _top(ns, "lamp state on", k=1) == [("lamp_state", "on")]
     _assert_index_matches_cells(ns)
+
+
+def test_the_support_disclosure_shows_the_newest_three_texts_of_each_head(ns):
+    # Read in SQL, three per head and cut (decision 20): a head supported a thousand times
+    # must not load a thousand texts. Facts-only support (no text) is skipped, not counted.
+    for i in range(5):
+        observation_ingest(namespace=ns, text=f"Report {i} says " + "the blob is heavy. " * 20,
+                           facts=[{"key": "blob_weight", "value": "heavy"}])
+    observation_ingest(namespace=ns, facts=[{"key": "blob_weight", "value": "heavy"}])
+    observation_ingest(namespace=ns, text="One report on the lamp.",
+                       facts=[{"key": "lamp_color", "value": "red"}])
+    items = {i["key"]: i["line"] for i in frontier_read(
+        namespace=ns, query="blob weight", k=2, disclose=["support"]).items}
+    assert items["blob_weight"] == (
+        "blob_weight = heavy; support: 6 [Report 4 says the blob is heavy. the blob is heavy. "
+        "the blo…; Report 3 says the blob is heavy. the blob is heavy. the blo…; Report 2 "
+        "says the blob is heavy. the blob is heavy. the blo…]")
+    assert items["lamp_color"] == "lamp_color = red; support: 1 [One report on the lamp.]"

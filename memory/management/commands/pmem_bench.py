@@ -65,6 +65,12 @@ class Command(BaseCommand):
         parser.add_argument("--scale", choices=("small", "medium", "full"), default="medium",
                             help="perf: small (minutes), medium (100k versions/cells, the "
                                  "default) or full (1M)")
+        parser.add_argument("--only", choices=("graph",), default=None,
+                            help="perf: run one section alone (graph: a cell graph's peak "
+                                 "web-worker RSS)")
+        parser.add_argument("--baseline", type=Path, default=None,
+                            help="perf graph: a checkout of older code (same schema) whose "
+                                 "gunicorn is measured beside this one")
 
     def handle(self, *args: Any, **options: Any) -> None:
         # A benchmark often runs on a fresh PMEM_DATA_DIR: bring its schema up first.
@@ -83,7 +89,8 @@ class Command(BaseCommand):
         config = RunConfig(run_id=f"{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}", out=options["out"],
                            cases=options["cases"], dataset=options["dataset"],
                            client=client_from_settings(), progress=StderrBar(scenario),
-                           scale=options["scale"])
+                           scale=options["scale"], only=options["only"],
+                           baseline=options["baseline"])
         for name in ("lengths", "distances", "sizes"):
             if options[name]:
                 setattr(config, name, options[name])
