@@ -117,7 +117,9 @@ def process_observation(self, evidence_id: int) -> str:  # type: ignore[no-untyp
         else:
             raise self.retry(countdown=min(cap, base * 2 ** self.request.retries),
                              exc=exc) from exc
-    except SoftTimeLimitExceeded:
+    except Exception as exc:
+        if not _past_soft_limit(exc, started):
+            raise
         connection.close()  # it may have been cut off in the middle of a query
         observation_fail(evidence_id=evidence_id, error=(
             f"time limit: extracting it took over {_soft_limit():g} s "
@@ -134,6 +136,16 @@ def drain_namespace(namespace_id: int) -> str:
     return _drain(namespace_id, time.monotonic())
 
 
+def _past_soft_limit(exc: BaseException, started: float) -> bool:
+    """Did the soft limit end the task's work? Its exception, or, when the limit cut a query
+    off, the error of the connection it left mid-query (a ``finally`` using it raises that
+    one instead): any exception once the limit has passed. (Celery counts from the moment
+    the task was accepted, a little before ``started``: one second's slack.)"""
+    soft = _soft_limit()
+    return isinstance(exc, SoftTimeLimitExceeded) or (
+        soft is not None and time.monotonic() - started >= soft - 1.0)
+
+
 def _drain(namespace_id: int, started: float) -> str:
     """Drain in chunks for at most half the soft time limit, then hand the rest to a fresh
     task: a namespace with a long queue never runs into the limit by its length alone.
@@ -147,11 +159,9 @@ def _drain(namespace_id: int, started: float) -> str:
             if deadline is not None and time.monotonic() >= deadline:
                 drain_namespace.delay(namespace_id)
                 return "continued"
-    except Exception:
-        if soft is None or time.monotonic() - started < soft:
+    except Exception as exc:
+        if not _past_soft_limit(exc, started):
             raise
-        # The soft limit cut a commit off: its exception, or the error of a connection it
-        # left in the middle of a query, ends up here.
         connection.close()
         namespace_head_fail(namespace_id=namespace_id, error=(
             f"time limit: committing it took over {soft:g} s (PMEM_TASK_SOFT_TIME_LIMIT)"))

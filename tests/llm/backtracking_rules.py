@@ -1,4 +1,4 @@
-"""The rule extractor as it was before it ran in linear time (Python's backtracking ``re``), kept
+r"""The rule extractor as it was before it ran in linear time (Python's backtracking ``re``), kept
 as the oracle of tests/llm/test_rules_linear.py: on short inputs, where backtracking is cheap,
 the linear-time extractor must give exactly what this one gives.
 
