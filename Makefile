@@ -29,8 +29,12 @@ test: install browser-deps lint
 	PMEM_DATA_DIR=$(TEST_DATA_DIR) $(BIN)/python -m pmem_site.embedded stop; \
 	exit $$status
 
+# ruff, the import layers (docs/architecture.md), types, and the size of classes and functions.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
+	$(BIN)/python tools/check_size.py memory
 
 bench: install
 	$(BIN)/python manage.py pmem_bench alfworld-revision --cases 20

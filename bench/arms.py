@@ -4,8 +4,7 @@ Every arm sees the same events in arrival order and is asked the same question a
 points. ``commit`` is P-Mem itself: each event goes through the real write path
 (:func:`memory.services.observation_ingest`: rule extractor or model, annotation, commit) into
 a fresh namespace, and the question reads the cell. The raw arms read the *same* namespace's
-evidence, so P-Mem's services are imported lazily: the generators and the CRUD arm run without
-Django.
+evidence.
 
 Without a model only the store arms answer (with the cell's value); the raw arms cannot answer
 without a reader, so they are reported as not run — never guessed.
@@ -16,7 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .scenarios.common import Event
+from memory.selectors import cell_detail, raw_read, versions_with_value
+from memory.services import namespace_create, observation_ingest
+
+from .scenarios.common import Event, location_key
 
 NEEDS_MODEL = "needs a model"
 
@@ -60,14 +62,10 @@ class PMemSession:
         self.events: list[Event] = []
 
     def begin(self, case_name: str) -> None:
-        from memory.services import namespace_create
-
         self.namespace = namespace_create(name=f"{self.prefix}-{case_name}".lower())
         self.events = []
 
     def ingest(self, event: Event) -> None:
-        from memory.services import observation_ingest
-
         self.events.append(event)
         evidence = observation_ingest(namespace=self.namespace, text=event.text,
                                       source=f"bench:{event.obj}")
@@ -93,8 +91,6 @@ class CommitArm:
         """Ingested once through the shared session."""
 
     def read(self, *, question: str, key: str, target: str, upto: int) -> Read:
-        from memory.selectors import cell_detail
-
         detail = cell_detail(namespace=self.session.namespace, key=key)
         if detail is None:
             return Read(context=f"{key} = (empty)", status="empty")
@@ -104,8 +100,6 @@ class CommitArm:
                     status=detail.status, candidates=candidates)
 
     def retains(self, *, key: str, value: str) -> bool | None:
-        from memory.selectors import versions_with_value
-
         return versions_with_value(namespace=self.session.namespace, key=key, value=value) > 0
 
 
@@ -129,8 +123,6 @@ class CrudArm:
         self.store = {}
 
     def ingest(self, event: Event) -> None:
-        from .scenarios.common import location_key
-
         key = location_key(event.obj)
         if event.op == "revoke":
             self.store.pop(key, None)
@@ -168,8 +160,6 @@ class RawArm:
         """Ingested once through the shared session."""
 
     def read(self, *, question: str, key: str, target: str, upto: int) -> Read:
-        from memory.selectors import raw_read
-
         result = raw_read(namespace=self.session.namespace, query=question, k=self.k,
                           ordered=self.ordered)
         return Read(context=result.context)

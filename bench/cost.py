@@ -1,4 +1,5 @@
-"""What the model-backed write path costs per observation (issue 4, "Cost").
+"""What the model-backed write path costs per observation: at most two chat calls and one
+embedding batch, whatever the number of facts (README, "Cost").
 
 Each observation goes through ``memory.services.observation_ingest`` — extraction, soft key
 identity, batched annotation, commit and the embedding refresh, the code the Celery worker
@@ -14,12 +15,11 @@ Counts come from what the pipeline records on each observation (``Evidence.chat_
 log (``server_*`` columns) — the two must agree.
 
     from bench.cost import run_cost
-    run_cost(Path("bench/out"))                       # the scripted server, started here
+    run_cost(out, server=scripted)                    # a scripted server the caller started
     run_cost(out, base_url="http://127.0.0.1:8001/v1", model="Qwen/Qwen3-4B-Instruct-2507")
 
-Writes ``out/cost.json`` and ``out/cost.md``. ``run_cost_scenario`` adapts it to the
-``bench.runners.SCENARIOS`` registry (``pmem_bench cost``). Needs a migrated database with
-no transaction open (the commit drain never runs inside one).
+Writes ``out/cost.json`` and ``out/cost.md``. Needs a migrated database with no transaction
+open (the commit drain never runs inside one).
 """
 
 from __future__ import annotations
@@ -34,6 +34,12 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from django.test import override_settings
+
+from memory.llm.embedding import reset_embedder_cache
+from memory.models import Operation
+from memory.services import namespace_create, observation_ingest
+
 SCENARIO = "cost"
 BOUND_CHAT = 2  # extraction + one batched annotation (identity calls counted apart)
 BOUND_EMBED = 1  # one embedding batch: evidence text, keys, `key: value`s
@@ -44,20 +50,15 @@ def observation_text(i: int, n_facts: int) -> str:
 
 
 @contextmanager
-def _model(base_url: str | None, model: str | None,
-           embed_base_url: str | None) -> Iterator[Any]:
-    """Settings pointing chat and embeddings at ``base_url``, or at a scripted server started
-    for the run (yielded, so its request log can be read; None for a real endpoint)."""
-    from django.test import override_settings
-
-    from memory.llm.embedding import reset_embedder_cache
-
-    server = None
-    if base_url is None:
-        from tests.support.scripted_llm import ScriptedLLM
-
-        server = ScriptedLLM().start()
+def _model(base_url: str | None, model: str | None, embed_base_url: str | None,
+           server: Any = None) -> Iterator[Any]:
+    """Settings pointing chat and embeddings at ``base_url``, or at ``server`` (an
+    OpenAI-compatible server whose request log ``server.requests`` can be read, such as the
+    tests' scripted one)."""
+    if server is not None:
         base_url, model = server.base_url, server.model
+    if base_url is None:
+        raise ValueError("the cost benchmark needs a model endpoint (base_url) or a server")
     overrides = {"PMEM_LLM_BASE_URL": base_url, "PMEM_LLM_MODEL": model or "default",
                  "PMEM_EMBED_BASE_URL": embed_base_url or base_url,
                  "PMEM_EMBED_MODEL": model or "default"}
@@ -67,14 +68,9 @@ def _model(base_url: str | None, model: str | None,
             yield server
     finally:
         reset_embedder_cache()
-        if server is not None:
-            server.close()
 
 
 def _measure(n_observations: int, n_facts: int, server: Any) -> list[dict[str, Any]]:
-    from memory.models import Operation
-    from memory.services import namespace_create, observation_ingest
-
     namespace = namespace_create(name=f"cost-f{n_facts}-{uuid.uuid4().hex[:8]}")
     rows = []
     for i in range(n_observations):
@@ -150,14 +146,15 @@ def markdown(config: dict[str, Any], results: Sequence[dict[str, Any]]) -> str:
 
 def measure(n_observations: int = 50, facts_per_observation: Sequence[int] = (1, 5, 30), *,
             base_url: str | None = None, model: str | None = None,
-            embed_base_url: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+            embed_base_url: str | None = None,
+            server: Any = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(config, one summary row per facts setting); per-observation rows under ``rows``."""
-    with _model(base_url, model, embed_base_url) as server:
+    with _model(base_url, model, embed_base_url, server) as server:
         results = []
         for n_facts in facts_per_observation:
             rows = _measure(n_observations, n_facts, server)
             results.append({**_summary(n_facts, rows), "rows": rows})
-    config = {"model": model or ("scripted" if base_url is None else None),
+    config = {"model": model or ("scripted" if server is not None else None),
               "base_url": base_url or "scripted server", "n_observations": n_observations,
               "facts_per_observation": list(facts_per_observation),
               "bound_chat": BOUND_CHAT, "bound_embed": BOUND_EMBED}
@@ -166,26 +163,16 @@ def measure(n_observations: int = 50, facts_per_observation: Sequence[int] = (1,
 
 def run_cost(out_dir: Path | str, n_observations: int = 50,
              facts_per_observation: Sequence[int] = (1, 5, 30), *, base_url: str | None = None,
-             model: str | None = None, embed_base_url: str | None = None) -> str:
+             model: str | None = None, embed_base_url: str | None = None,
+             server: Any = None) -> str:
     """Run the benchmark; write ``out_dir/cost.json`` and ``out_dir/cost.md``; return the
     Markdown table."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     config, results = measure(n_observations, facts_per_observation, base_url=base_url,
-                              model=model, embed_base_url=embed_base_url)
+                              model=model, embed_base_url=embed_base_url, server=server)
     (out / f"{SCENARIO}.json").write_text(json.dumps(
         {"scenario": SCENARIO, "config": config, "results": results}, indent=1, default=str))
     table = markdown(config, results)
     (out / f"{SCENARIO}.md").write_text(table)
     return table
-
-
-def run_cost_scenario(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``bench.runners.SCENARIOS["cost"]``: ``--cases`` observations per setting (default 50);
-    the configured model when there is one (``--model-url``), else the scripted server."""
-    client = getattr(config, "client", None)
-    run_config, results = measure(
-        config.cases or 50, base_url=getattr(client, "base_url", None),
-        model=getattr(client, "model", None),
-        embed_base_url=getattr(client, "embed_base_url", None))
-    return run_config, [{k: v for k, v in r.items() if k != "rows"} for r in results]

@@ -7,6 +7,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from . import perf  # noqa: E402
+
 #: The paper's own figures, by scenario -> (arm, axis value) -> {column: value}.
 #: Table 6 (§4.2.1), Table 8 (Appendix B.3), §4.2.3, Table 7 (§4.3; 455/4,580/18,332 facts are
 #: its 6k/64k/262k streams) and Appendix F's audit.
@@ -62,9 +69,7 @@ def _axis(row: dict[str, Any], scenario: str) -> Any:
 
 def write(out: Path, scenario: str, config: dict[str, Any], results: list[dict[str, Any]]) -> str:
     """Write DIR/{scenario}.json, .md and .png; return the Markdown table."""
-    if scenario == "perf":  # its own tables and plots (bench/perf.py)
-        from . import perf
-
+    if scenario == "perf":  # its own tables and plots (bench/perf/report.py)
         return perf.write(out, config, results)
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{scenario}.json").write_text(json.dumps(
@@ -107,11 +112,6 @@ def markdown(scenario: str, config: dict[str, Any], results: list[dict[str, Any]
 
 def plot(path: Path, scenario: str, results: list[dict[str, Any]]) -> None:
     """Accuracy per arm along the scenario's axis (or the audit for FactConsolidation)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
     run = [r for r in results if r.get("accuracy") is not None]
     axis = next((a for a in ("L", "d", "size") if any(a in r for r in results)), None)

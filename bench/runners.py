@@ -7,15 +7,21 @@ registry the ``pmem_bench`` command dispatches on; a new scenario plugs in by ad
 from __future__ import annotations
 
 import json
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from django.test import override_settings
+
+from memory.reads import READ_MODES, iterative_answer, read
+
+from . import perf
 from .answer import model_answer
 from .arms import NEEDS_MODEL, Arm, PMemSession, Read, location_arms
+from .audit import stream_audit
+from .datasets import locomo, longmemeval
 from .scenarios import alfworld, contest, factconsolidation, retraction
 from .scenarios.common import LocationCase, mentions
 
@@ -204,11 +210,11 @@ def _flagged(record: dict[str, Any], case: LocationCase, client: Any) -> bool:
 # --- FactConsolidation -----------------------------------------------------------------------
 
 FC_ARMS = ("commit", "commit_iterative", "raw_top12", "raw_order_tags")
+#: The read mode (memory.reads.READ_MODES) each one-read arm answers from.
+FC_READ_MODES = {"commit": "frontier", "raw_top12": "raw", "raw_order_tags": "raw_ordered"}
 
 
 def run_factconsolidation(config: RunConfig) -> Results:
-    from django.test import override_settings
-
     patterns = config.out / "factconsolidation-patterns.json"
     patterns.parent.mkdir(parents=True, exist_ok=True)
     patterns.write_text(json.dumps(factconsolidation.rule_pattern_entries(), indent=1))
@@ -220,7 +226,7 @@ def run_factconsolidation(config: RunConfig) -> Results:
             session.begin(str(size))
             _ingest_stream(session, stream, config.progress, done, len(config.sizes))
             results.append({"arm": "commit", "size": size, "status": "audit",
-                            **_audit(session.namespace, stream)})
+                            **stream_audit(session.namespace, stream)})
             results += _fc_answers(session, stream, config.client)
     return _config(config, sizes=list(config.sizes), questions_per_kind=config.questions,
                    top_k=12, granularity="one observation per numbered fact"), results
@@ -233,48 +239,6 @@ def _ingest_stream(session: PMemSession, stream: factconsolidation.Stream, progr
         session.ingest(factconsolidation.line_event(i, line))
         if i % 50 == 0 or i == len(lines):
             progress((done - 1) * len(lines) + i, total * len(lines))
-
-
-def _audit(namespace: Any, stream: factconsolidation.Stream) -> dict[str, Any]:
-    """Appendix F's write-path audit against the mechanically derived gold state."""
-    from memory.domain import normalize_value
-    from memory.selectors import cells_list
-
-    cells = list(cells_list(namespace=namespace))
-    heads = {c.key: normalize_value(c.head.value) for c in cells if c.head is not None}
-    head_values = set(heads.values())
-    by_subject: dict[str, list[str]] = defaultdict(list)
-    for key in heads:
-        subject = factconsolidation.subject_of_key(key)
-        if subject is not None:
-            by_subject[subject].append(key)
-    subjects = {f.key: factconsolidation.fact_key(f.subject, "") for f in stream.facts}
-    in_head = in_any = stale_heads = keys_with_stale = overwritten = 0
-    for key, values in stream.history.items():
-        final = normalize_value(values[-1])
-        in_head += heads.get(key) == final
-        in_any += final in head_values
-        earlier = {normalize_value(v) for v in values[:-1]} - {final}
-        if not earlier:
-            continue
-        overwritten += 1
-        # The key's own head, and heads of *fragments* of it: cells of the same subject that
-        # are no template key (a model writer's variant name). Another relation of the subject
-        # holding the same value by coincidence (a city both born in and worked in) is no
-        # stale sibling.
-        siblings = [k for k in by_subject.get(subjects[key], [])
-                    if k == key or k not in stream.history]
-        stale = sum(heads[k] in earlier for k in siblings)
-        stale_heads += stale
-        keys_with_stale += stale > 0
-    gold = len(stream.history)
-    return {"facts": len(stream.facts), "gold_keys": gold, "overwritten_keys": overwritten,
-            "overwrite_rate": round(100 * overwritten / gold, 1), "cells": len(cells),
-            "cells_per_key": round(len(cells) / gold, 3),
-            "gold_in_keyed_head": round(100 * in_head / gold, 1),
-            "gold_in_any_head": round(100 * in_any / gold, 1), "stale_heads": stale_heads,
-            "stale_sibling_rate": round(100 * keys_with_stale / max(overwritten, 1), 1),
-            "accuracy": None, "n": gold, "context_chars": None}
 
 
 def _fc_answers(session: PMemSession, stream: factconsolidation.Stream,
@@ -305,23 +269,12 @@ def _fc_predict(session: PMemSession, arm: str, question: Any, client: Any) -> t
     """(question, prediction, context size) for one arm; the iterative arm lets the model
     look up more cells (paper B.4), the others answer from one read."""
     if arm == "commit_iterative":
-        from memory.llm.readout import iterative_answer
-
         result = iterative_answer(client, namespace=session.namespace, question=question.text)
         return question, result.answer, result.context_chars
-    context = _fc_read(session, arm, question.text)
-    prompt = "state" if arm == "commit" else "flat"
-    return question, model_answer(client, prompt=prompt, context=context,
+    mode = READ_MODES[FC_READ_MODES[arm]]
+    context = read(mode.name, namespace=session.namespace, query=question.text, k=12).context
+    return question, model_answer(client, prompt=mode.prompt, context=context,
                                   question=question.text), len(context)
-
-
-def _fc_read(session: PMemSession, arm: str, question: str) -> str:
-    from memory.selectors import frontier_read, raw_read
-
-    if arm == "commit":
-        return frontier_read(namespace=session.namespace, query=question, k=12).context
-    return raw_read(namespace=session.namespace, query=question, k=12,
-                    ordered=arm == "raw_order_tags").context
 
 
 # --- datasets that need a model ---------------------------------------------------------------
@@ -342,20 +295,14 @@ def _needs_dataset_and_model(config: RunConfig) -> Results | None:
 
 
 def run_longmemeval(config: RunConfig) -> Results:
-    from .datasets import longmemeval
-
     return _needs_dataset_and_model(config) or longmemeval.run(config)
 
 
 def run_locomo(config: RunConfig) -> Results:
-    from .datasets import locomo
-
     return _needs_dataset_and_model(config) or locomo.run(config)
 
 
 def run_perf(config: RunConfig) -> Results:
-    from . import perf
-
     return perf.run(config)
 
 

@@ -1,6 +1,7 @@
 """Who may see and who may act on a namespace in the explorer.
 
-A member with role ``viewer`` sees; ``reviewer`` may act; superusers see and act everywhere.
+A member with role ``viewer`` sees; ``reviewer`` may act; ``admin`` may act and manage the
+namespace's members and API tokens; superusers see, act and manage everywhere.
 A namespace the user is not a member of answers 404, so its existence does not leak.
 """
 
@@ -13,6 +14,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404
 
+from memory.domain import SUPERUSER, may_act, may_manage
 from memory.models import Membership, Namespace
 
 
@@ -21,16 +23,22 @@ class Access:
     """The namespace a request works on and what the user may do there."""
 
     namespace: Namespace
-    role: str  # viewer | reviewer | superuser
+    role: str  # a Role, or SUPERUSER
 
     @property
     def can_act(self) -> bool:
-        return self.role in (Membership.Role.REVIEWER, "superuser")
+        return may_act(self.role)
+
+    @property
+    def can_manage(self) -> bool:
+        return may_manage(self.role)
 
 
 def visible_namespaces(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Namespace]:
     if getattr(user, "is_superuser", False):
         return Namespace.objects.all()
+    if user.pk is None:  # anonymous: no memberships
+        return Namespace.objects.none()
     return Namespace.objects.filter(members__user_id=user.pk)
 
 
@@ -40,7 +48,9 @@ def namespace_access(user: AbstractBaseUser | AnonymousUser, name: str) -> Acces
     if namespace is None:
         raise Http404("no such namespace")
     if getattr(user, "is_superuser", False):
-        return Access(namespace, "superuser")
+        return Access(namespace, SUPERUSER)
+    if user.pk is None:
+        raise Http404("no such namespace")
     role = (Membership.objects.filter(namespace=namespace, user_id=user.pk)
             .values_list("role", flat=True).first())
     if role is None:
@@ -52,3 +62,9 @@ def require_reviewer(access: Access) -> None:
     """Refuse a write by a viewer: the buttons are hidden, and a forged POST gets 403."""
     if not access.can_act:
         raise PermissionDenied("reviewers only")
+
+
+def require_admin(access: Access) -> None:
+    """Members and tokens are managed by the namespace's admins (and superusers) only."""
+    if not access.can_manage:
+        raise PermissionDenied("admins only")

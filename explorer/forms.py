@@ -7,15 +7,20 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-#: The typed operations a reviewer may ask for on the cell page (SPEC §3).
+from memory.domain import DISCLOSURES, VALUE_OPS, CellStatus, OpType
+from memory.domain.scopes import DEFAULT_SCOPE, Scope
+from memory.models import Membership
+
+#: The typed operations a reviewer may ask for on the cell page (SPEC §3), as it labels them.
 OPS = (
-    ("revoke", "Retract"),
-    ("reject", "Reject"),
-    ("resolve", "Resolve"),
-    ("contest", "Contest"),
-    ("accept", "Accept"),
+    (OpType.REVOKE.value, "Retract"),
+    (OpType.REJECT.value, "Reject"),
+    (OpType.RESOLVE.value, "Resolve"),
+    (OpType.CONTEST.value, "Contest"),
+    (OpType.ACCEPT.value, "Accept"),
 )
-NEEDS_VALUE = {"contest", "accept"}
+#: The frontier page's filters: every cell, a cell status, changed lately, failed observations.
+FRONTIER_FILTERS = ("all", CellStatus.CONTESTED.value, CellStatus.EMPTY.value, "recent", "failed")
 
 
 class OperationForm(forms.Form):
@@ -26,11 +31,11 @@ class OperationForm(forms.Form):
                              error_messages={"required": "Say why: the reason goes in the log."})
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        data = super().clean() or {}
         op = data.get("op")
-        if op in NEEDS_VALUE and not data.get("value"):
+        if op in VALUE_OPS and not data.get("value"):
             self.add_error("value", f"{op} needs a value.")
-        if op == "resolve" and not data.get("version"):
+        if op == OpType.RESOLVE and not data.get("version"):
             self.add_error("version", "Pick the winner.")
         return data
 
@@ -43,9 +48,7 @@ class ObservationForm(forms.Form):
 
 class FrontierFilter(forms.Form):
     q = forms.CharField(required=False, max_length=200, strip=True)
-    show = forms.ChoiceField(required=False, choices=[(s, s) for s in
-                                                      ("all", "contested", "empty", "recent",
-                                                       "failed")])
+    show = forms.ChoiceField(required=False, choices=[(s, s) for s in FRONTIER_FILTERS])
     after = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS)
     before = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS)
 
@@ -56,7 +59,7 @@ class LogFilter(forms.Form):
     before = forms.IntegerField(required=False, min_value=1)
 
 
-DISCLOSE = (("support", "support"), ("alternatives", "alternatives"), ("history", "history"))
+DISCLOSE = tuple((name, name) for name in DISCLOSURES)
 
 
 class ReadForm(forms.Form):
@@ -64,3 +67,26 @@ class ReadForm(forms.Form):
     k = forms.IntegerField(required=False, min_value=1, max_value=settings.PMEM_MAX_K)
     disclose = forms.MultipleChoiceField(required=False, choices=DISCLOSE,
                                          widget=forms.CheckboxSelectMultiple)
+
+
+# --- members and tokens (admins) -------------------------------------------------------------
+
+SCOPES = ((Scope.WRITE.value, "write — observe and read"), (Scope.READ.value, "read — reads only"),
+          (Scope.REVIEW.value, "review — also human operations and erase"))
+ROLES = ((Membership.Role.VIEWER.value, "viewer — sees"),
+         (Membership.Role.REVIEWER.value, "reviewer — also acts on cells"),
+         (Membership.Role.ADMIN.value, "admin — also manages members and tokens"))
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, strip=True,
+                           help_text="Who holds it, e.g. the agent's name; signs its operations.")
+    scope = forms.ChoiceField(choices=SCOPES, initial=DEFAULT_SCOPE.value)
+    expires_days = forms.IntegerField(required=False, min_value=1, max_value=3650,
+                                      label="Expires in days",
+                                      help_text="Empty: never expires.")
+
+
+class MemberForm(forms.Form):
+    username = forms.CharField(max_length=150, strip=True)
+    role = forms.ChoiceField(choices=ROLES, initial=Membership.Role.VIEWER.value)

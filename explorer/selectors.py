@@ -14,6 +14,7 @@ from django.db.models import Count, F, Max, QuerySet, TextField
 from django.db.models.functions import Cast, Left, Length
 from django.utils import timezone
 
+from memory.domain import UNSETTLED_STATES, CellStatus, EvidenceState, OpType, Status
 from memory.models import Cell, Evidence, Namespace, Operation
 from memory.selectors import (
     LIST_TEXT_CHARS,
@@ -23,9 +24,8 @@ from memory.selectors import (
     operations_list,
 )
 
-UNSETTLED = (Evidence.State.PENDING, Evidence.State.PROCESSING)
+UNSETTLED = UNSETTLED_STATES
 RECENT = timedelta(hours=24)
-FRONTIER_FILTERS = ("all", "contested", "empty", "recent", "failed")
 #: Characters of an operation's raw model output the log shows; the observation page shows it
 #: whole, once (one annotation call's output is stored on each operation it produced).
 LOG_RAW_OUTPUT_CHARS = 2000
@@ -52,9 +52,10 @@ def namespace_overview(namespaces: list[Namespace], roles: dict[int, str]) -> li
         return {r["namespace_id"]: r["n"] for r in qs.values("namespace_id").annotate(n=Count("id"))}
 
     cells = grouped(Cell.objects.filter(namespace_id__in=ids).order_by())
-    contested = grouped(Cell.objects.filter(namespace_id__in=ids, head__status="contested").order_by())
+    contested = grouped(Cell.objects.filter(namespace_id__in=ids,
+                                            head__status=Status.CONTESTED).order_by())
     pending = grouped(Evidence.objects.filter(namespace_id__in=ids, state__in=UNSETTLED).order_by())
-    failed = grouped(Evidence.objects.filter(namespace_id__in=ids, state=Evidence.State.FAILED)
+    failed = grouped(Evidence.objects.filter(namespace_id__in=ids, state=EvidenceState.FAILED)
                      .order_by())
     return [NamespaceRow(n, roles.get(n.pk, "superuser"), cells.get(n.pk, 0),
                          contested.get(n.pk, 0), pending.get(n.pk, 0), failed.get(n.pk, 0))
@@ -82,7 +83,7 @@ class FrontierPage:
 
 
 def _frontier_queryset(namespace: Namespace, show: str, search: str) -> QuerySet[Cell]:
-    status = show if show in ("contested", "empty") else None
+    status = show if show in (CellStatus.CONTESTED, CellStatus.EMPTY) else None
     qs = cells_list(namespace=namespace, status=status, search=search or None)
     if show == "recent":
         qs = qs.filter(updated_at__gte=timezone.now() - RECENT)
@@ -128,19 +129,19 @@ def _last_changes(cell_ids: list[int]) -> dict[int, dict[str, Any]]:
     """The newest operation that changed each cell (support noops are not changes)."""
     if not cell_ids:
         return {}
-    rows = (Operation.objects.filter(cell_id__in=cell_ids).exclude(type=Operation.Type.NOOP)
+    rows = (Operation.objects.filter(cell_id__in=cell_ids).exclude(type=OpType.NOOP)
             .order_by("cell_id", "-id").distinct("cell_id")
             .values("cell_id", "actor", "type", "created_at"))
-    return {r["cell_id"]: r for r in rows}
+    return {r["cell_id"]: dict(r) for r in rows}
 
 
 def observations_unsettled(*, namespace: Namespace, limit: int = 50,
                            failed_only: bool = False) -> list[Evidence]:
     """Observations not committed yet (pending, processing) or failed, newest first."""
-    states = [Evidence.State.FAILED] if failed_only else [*UNSETTLED, Evidence.State.FAILED]
+    states = [EvidenceState.FAILED] if failed_only else [*UNSETTLED, EvidenceState.FAILED]
     # A row shows the head of its text, else of its facts: both cut in SQL under their own
     # names (``text_head``, ``facts_head``), so a megabyte of facts never leaves the database
-    # for a table cell (decision 20).
+    # for a table cell (decision 21).
     return list(Evidence.objects.filter(namespace=namespace, state__in=states)
                 .only("id", "namespace_id", "seq", "state", "source", "error", "received_at")
                 .annotate(text_head=Left("text", LIST_TEXT_CHARS),
@@ -153,7 +154,7 @@ def operation_log(*, namespace: Namespace, key: str | None = None, actor: str | 
     """A page of the operation log, newest first (keyset on op_log_idx). Each row carries its
     observation's seq and the head of its text (``evidence_seq``, ``evidence_head``) and the
     head of its raw model output (``raw_head``, ``raw_truncated``), never the observation row
-    itself nor a payload the log does not show (decision 20)."""
+    itself nor a payload the log does not show (decision 21)."""
     qs = (operations_list(namespace=namespace, key=key, actor=actor)
           .defer("payload", "raw_output")
           .annotate(evidence_seq=F("evidence__seq"),
@@ -162,9 +163,10 @@ def operation_log(*, namespace: Namespace, key: str | None = None, actor: str | 
                     raw_chars=Length("raw_output")))
     if before is not None:
         qs = qs.filter(id__lt=before)
-    ops = list(qs[:limit])
+    ops: list[Operation] = list(qs[:limit])
     for o in ops:
-        o.raw_truncated = o.raw_chars > LOG_RAW_OUTPUT_CHARS
+        # Annotated attributes a template reads; django-stubs cannot see them on the model.
+        o.raw_truncated = o.raw_chars > LOG_RAW_OUTPUT_CHARS  # type: ignore[attr-defined]
     return ops
 
 
@@ -189,7 +191,7 @@ def observation_page(*, namespace: Namespace, evidence_id: int) -> ObservationPa
         value_head=Left("value", LIST_TEXT_CHARS)))
     raw_outputs = list(produced.exclude(raw_output="").order_by("raw_output")
                        .values_list("raw_output", flat=True).distinct())
-    return ObservationPage(evidence, operations, raw_outputs)
+    return ObservationPage(evidence, [dict(o) for o in operations], raw_outputs)
 
 
 def live_fingerprint(namespace: Namespace) -> str:
@@ -224,4 +226,4 @@ def explorer_graph(*, namespace: Namespace, key: str) -> ExplorerGraph | None:
     derived = [{"source": n["id"], "target": f"v{n['version']}", "type": "applied_to"}
                for n in graph["nodes"]
                if n["kind"] == "operation" and n.get("version") and f"v{n['version']}" in version_ids]
-    return ExplorerGraph(graph["key"], graph["nodes"], graph["edges"], derived)
+    return ExplorerGraph(str(graph["key"]), graph["nodes"], graph["edges"], derived)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from explorer import views
+from explorer import access_views, views
 
 explorer_patterns = [
     path("", views.index, name="index"),
@@ -21,6 +21,13 @@ explorer_patterns = [
          name="observation_retry"),
     path("ns/<slug:ns>/operations/", views.operations, name="operations"),
     path("ns/<slug:ns>/read/", views.read_compare, name="read"),
+    path("ns/<slug:ns>/access/", access_views.access_page, name="access"),
+    path("ns/<slug:ns>/access/tokens/", access_views.token_add, name="token_add"),
+    path("ns/<slug:ns>/access/tokens/<int:token_id>/revoke/", access_views.token_remove,
+         name="token_revoke"),
+    path("ns/<slug:ns>/access/members/", access_views.member_set, name="member_set"),
+    path("ns/<slug:ns>/access/members/<int:user_id>/remove/", access_views.member_remove,
+         name="member_remove"),
 ]
 
 urlpatterns = [

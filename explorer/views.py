@@ -22,7 +22,15 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
 from explorer.access import Access, namespace_access, require_reviewer, visible_namespaces
-from explorer.forms import OPS, FrontierFilter, LogFilter, ObservationForm, OperationForm, ReadForm
+from explorer.forms import (
+    FRONTIER_FILTERS,
+    OPS,
+    FrontierFilter,
+    LogFilter,
+    ObservationForm,
+    OperationForm,
+    ReadForm,
+)
 from explorer.selectors import (
     explorer_graph,
     frontier_page,
@@ -32,8 +40,9 @@ from explorer.selectors import (
     observations_unsettled,
     operation_log,
 )
-from memory.domain import HEAD_STATUSES, InvalidOperation, Status
+from memory.domain import HEAD_STATUSES, CellStatus, InvalidOperation, Status
 from memory.models import Evidence, Membership
+from memory.reads import READ_MODES, read
 from memory.selectors import CellDetail, cell_detail
 from memory.services import CellNotFound, observation_record, observation_retry, operation_apply
 from memory.tasks import enqueue_observation
@@ -45,6 +54,13 @@ LOG_PAGE = 50
 
 def _is_htmx(request: HttpRequest) -> bool:
     return bool(getattr(request, "htmx", False))
+
+
+def _htmx_target(request: HttpRequest) -> str | None:
+    """The element an htmx request swaps (django-htmx's ``request.htmx``, set by its
+    middleware), None for a plain request."""
+    htmx = getattr(request, "htmx", None)
+    return htmx.target if htmx else None
 
 
 def _actor(request: HttpRequest) -> str:
@@ -63,7 +79,8 @@ def _same_origin_path(target: str | None) -> str | None:
 
 def _ns_context(access: Access, section: str) -> dict[str, Any]:
     return {"ns": access.namespace, "role": access.role, "can_act": access.can_act,
-            "section": section, "fingerprint": live_fingerprint(access.namespace)}
+            "can_manage": access.can_manage, "section": section,
+            "fingerprint": live_fingerprint(access.namespace)}
 
 
 # --- namespaces ------------------------------------------------------------------------------
@@ -73,7 +90,7 @@ def _ns_context(access: Access, section: str) -> dict[str, Any]:
 @require_GET
 def index(request: HttpRequest) -> HttpResponse:
     namespaces = list(visible_namespaces(request.user).order_by("name"))
-    roles = dict(Membership.objects.filter(user_id=request.user.pk)
+    roles = dict(Membership.objects.filter(user_id=request.user.pk or 0)
                  .values_list("namespace_id", "role"))
     rows = namespace_overview(namespaces, roles)
     return render(request, "explorer/index.html", {"rows": rows})
@@ -105,14 +122,14 @@ def frontier(request: HttpRequest, ns: str) -> HttpResponse:
     show = data.get("show") or "all"
     search = data.get("q") or ""
     context = {**_ns_context(access, "frontier"), "show": show, "q": search,
-               "filters": ["all", "contested", "empty", "recent", "failed"]}
+               "filters": FRONTIER_FILTERS}
     if show == "failed":
         context["failed"] = observations_unsettled(namespace=access.namespace, failed_only=True)
     else:
         context["page"] = frontier_page(namespace=access.namespace, show=show, search=search,
                                         after=data.get("after") or None,
                                         before=data.get("before") or None)
-    if _is_htmx(request) and request.htmx.target == "frontier-results":
+    if _htmx_target(request) == "frontier-results":
         return render(request, "explorer/partials/frontier_results.html", context)
     return render(request, "explorer/frontier.html", context)
 
@@ -203,7 +220,7 @@ def _outcome(detail: CellDetail, op: str) -> str:
     label = OP_LABELS.get(op, op)
     if detail.value is None:
         return f"{label}: done. The cell is now empty."
-    flag = " (contested)" if detail.status == "contested" else ""
+    flag = " (contested)" if detail.status == CellStatus.CONTESTED else ""
     return f"{label}: done. Current value: {detail.value}{flag}."
 
 
@@ -321,7 +338,7 @@ def operations(request: HttpRequest, ns: str) -> HttpResponse:
         "paged": bool(data.get("before")),
         "unsettled": observations_unsettled(namespace=access.namespace),
     }
-    if _is_htmx(request) and request.htmx.target == "log-results":
+    if _htmx_target(request) == "log-results":
         return render(request, "explorer/partials/log_results.html", context)
     return render(request, "explorer/operations.html", context)
 
@@ -333,28 +350,19 @@ def _read_all(access: Access, query: str, k: int | None,
               disclose: list[str]) -> list[dict[str, Any]]:
     """One query in every read mode. A mode that fails (an unreachable embedding or model
     endpoint) shows its error in its own column instead of taking down the comparison."""
-    from memory import selectors
-
-    ns = access.namespace
-    modes: list[tuple[str, str, Any]] = [
-        ("frontier", "Frontier", lambda: selectors.frontier_read(
-            namespace=ns, query=query, k=k or 12, disclose=disclose)),
-        ("raw", "Raw", lambda: selectors.raw_read(namespace=ns, query=query, k=k or 10)),
-        ("raw_ordered", "Raw + order tags", lambda: selectors.raw_read(
-            namespace=ns, query=query, k=k or 10, ordered=True)),
-        ("pruned", "Pruned", lambda: selectors.pruned_read(namespace=ns, query=query, k=k or 12)),
-    ]
     results = []
-    for mode, title, read in modes:
+    for mode in READ_MODES.values():
+        entry = {"mode": mode.name, "title": mode.title, "context": "", "chars": 0, "items": 0,
+                 "note": "", "error": ""}
         try:
-            result = read()
-            results.append({"mode": mode, "title": title, "context": result.context,
-                            "chars": result.context_chars, "items": len(result.items),
-                            "note": getattr(result, "note", ""), "error": ""})
+            result = read(mode.name, namespace=access.namespace, query=query, k=k,
+                          disclose=disclose)
+            entry.update(context=result.context, chars=result.context_chars,
+                         items=len(result.items), note=result.note)
         except Exception as exc:  # noqa: BLE001 — shown in that mode's column, logged in full
-            log.exception("read mode %s failed", mode)
-            results.append({"mode": mode, "title": title, "context": "", "chars": 0,
-                            "items": 0, "note": "", "error": f"{type(exc).__name__}: {exc}"})
+            log.exception("read mode %s failed", mode.name)
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+        results.append(entry)
     return results
 
 

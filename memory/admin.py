@@ -52,6 +52,23 @@ class OperationAdmin(ReadOnlyAdmin):
     list_filter = ("type", "namespace")
 
 
+@admin.register(models.ApiToken)
+class ApiTokenAdmin(ReadOnlyAdmin):
+    """Tokens are made and revoked with ``pmem_token`` or in the explorer (where the secret is
+    shown once); the admin only lists them. ``digest`` is left out: it is no one's business."""
+
+    list_display = ("prefix", "name", "namespace", "scope", "created_at", "expires_at",
+                    "last_used_at", "revoked_at")
+    list_filter = ("scope", "namespace")
+    exclude = ("digest",)
+
+
+@admin.register(models.AuditEntry)
+class AuditEntryAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "namespace", "actor", "action", "target")
+    list_filter = ("action", "namespace")
+
+
 for model in (models.KeyAlias, models.SupportEdge, models.Tombstone, models.EraseAudit,
-              models.ApiToken, models.Membership, models.SourceTrust):
+              models.Membership, models.SourceTrust):
     admin.site.register(model, ReadOnlyAdmin)

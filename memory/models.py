@@ -15,10 +15,11 @@ from django.db import models
 from django.db.models import Q
 from pgvector.django import HnswIndex, VectorField
 
-from memory.domain import Status
+from memory.domain import HEAD_STATUSES, EvidenceState, OpType, Status, vocabulary
+from memory.domain.scopes import LEGACY_SCOPE, Scope
 
 EMBED_DIM = settings.PMEM_EMBED_DIM
-HEAD_Q = Q(status__in=[Status.ACTIVE, Status.CONTESTED])
+HEAD_Q = Q(status__in=[s for s in Status if s in HEAD_STATUSES])
 
 
 class Namespace(models.Model):
@@ -36,11 +37,13 @@ class Namespace(models.Model):
 
 
 class Membership(models.Model):
-    """A person's role in a namespace for the explorer: a viewer sees, a reviewer may act."""
+    """A person's role in a namespace for the explorer: a viewer sees, a reviewer may act,
+    an admin also manages members and API tokens."""
 
     class Role(models.TextChoices):
-        VIEWER = "viewer"
-        REVIEWER = "reviewer"
+        VIEWER = vocabulary.Role.VIEWER.value
+        REVIEWER = vocabulary.Role.REVIEWER.value
+        ADMIN = vocabulary.Role.ADMIN.value
 
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="members")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE,
@@ -52,19 +55,40 @@ class Membership(models.Model):
 
 
 def _new_token() -> str:
+    """The old column default, referenced by migration 0001; tokens are made by
+    ``memory.services.tokens`` now and stored only as a digest."""
     return secrets.token_hex(20)
 
 
 class ApiToken(models.Model):
-    """An API token scoped to exactly one namespace."""
+    """An API token: reaches exactly one namespace, within its scope.
+
+    The secret itself is never stored: ``digest`` is its SHA-256 (a long random secret needs
+    no slow password hash, see docs/decisions.md), ``prefix`` its first characters, shown to
+    tell tokens apart. ``key`` holds the secret only on the instance ``token_create`` returns.
+    """
 
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="tokens")
-    key = models.CharField(max_length=64, unique=True, default=_new_token)
-    client = models.CharField(max_length=100, default="client")
+    digest = models.CharField(max_length=64, unique=True)  # hex SHA-256 of the secret
+    prefix = models.CharField(max_length=16)
+    name = models.CharField(max_length=100, blank=True, default="")
+    client = models.CharField(max_length=100, default="client")  # signs operations: api:<client>
+    scope = models.CharField(max_length=8, choices=[(s.value, s.value) for s in Scope],
+                             default=LEGACY_SCOPE.value)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True,
+                                   on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Written at most once a minute per token (memory.services.tokens), not once a request.
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.CharField(max_length=200, blank=True, default="")
+
+    #: The secret, on the instance ``token_create`` returns only; never saved.
+    key: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.client}@{self.namespace_id}"
+        return f"{self.prefix}… ({self.name or self.client}@{self.namespace_id})"
 
 
 class SourceTrust(models.Model):
@@ -82,12 +106,12 @@ class Evidence(models.Model):
     """One raw observation, stored before anything else happens (SPEC §5.1)."""
 
     class State(models.TextChoices):
-        PENDING = "pending"
-        PROCESSING = "processing"
-        COMMITTED = "committed"
-        FAILED = "failed"
+        PENDING = EvidenceState.PENDING.value
+        PROCESSING = EvidenceState.PROCESSING.value
+        COMMITTED = EvidenceState.COMMITTED.value
+        FAILED = EvidenceState.FAILED.value
 
-    # Indexed by evidence_seq_unique (namespace, seq): no separate index (issue 7).
+    # Indexed by evidence_seq_unique (namespace, seq): no separate index (decision 17).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="evidence",
                                   db_index=False)
     seq = models.BigIntegerField()
@@ -100,7 +124,6 @@ class Evidence(models.Model):
     actor = models.CharField(max_length=200, default="")
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     error = models.TextField(blank=True, default="")
-    attempts = models.IntegerField(default=0)
     # Extraction result, written once (compare-and-swap) so a redelivered task reuses it.
     extracted = models.JSONField(null=True, blank=True)
     committed_at = models.DateTimeField(null=True, blank=True)
@@ -120,7 +143,8 @@ class Evidence(models.Model):
         ]
         indexes = [
             # The commit drain asks for the lowest unsettled seq of a namespace.
-            models.Index(fields=["namespace", "seq"], condition=Q(state__in=["pending", "processing"]),
+            models.Index(fields=["namespace", "seq"],
+                         condition=Q(state__in=[s.value for s in vocabulary.UNSETTLED_STATES]),
                          name="evidence_unsettled_idx"),
             HnswIndex(name="evidence_embedding_hnsw", fields=["embedding"], m=16,
                       ef_construction=64, opclasses=["vector_cosine_ops"]),
@@ -155,8 +179,8 @@ class Cell(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="cell_key_unique")]
         indexes = [
-            # No HNSW index on this table (issue 7): every non-HOT update of a row — each head
-            # move — inserts into each HNSW index on the table, the dearest part of a commit.
+            # No HNSW index on this table (decision 15): every non-HOT update of a row — each
+            # head move — inserts into each HNSW index on the table, the dearest part of a commit.
             models.Index(fields=["namespace"], condition=Q(vector_stale=True),
                          name="cell_vector_stale_idx"),
         ]
@@ -172,7 +196,7 @@ class FrontierVector(models.Model):
     cell ``vector_stale`` and deletes its copy (a cheap heap delete); :func:`frontier_flush`
     re-inserts copies in bulk, once per cell however often it moved meanwhile. The frontier
     read searches this index and scans the stale cells exactly, so it is never behind the
-    commits (issue 7)."""
+    commits (decision 15)."""
 
     # No foreign-key constraint in the database: the copy is derived data the flush keeps
     # consistent itself (it drops copies whose cell is gone; the ORM cascades a cell's
@@ -210,16 +234,16 @@ class Operation(models.Model):
     """One applied typed operation (SPEC §1), including refused ones recorded as noop."""
 
     class Type(models.TextChoices):
-        ACCEPT = "accept"
-        CONTEST = "contest"
-        REJECT = "reject"
-        REVOKE = "revoke"
-        RESOLVE = "resolve"
-        NOOP = "noop"
-        REINSTATE = "reinstate"  # the reopening of a predecessor by rollback (SPEC §4)
+        ACCEPT = OpType.ACCEPT.value
+        CONTEST = OpType.CONTEST.value
+        REJECT = OpType.REJECT.value
+        REVOKE = OpType.REVOKE.value
+        RESOLVE = OpType.RESOLVE.value
+        NOOP = OpType.NOOP.value
+        REINSTATE = vocabulary.REINSTATE  # the reopening of a predecessor by rollback (SPEC §4)
 
-    # Indexed by op_log_idx / op_key_idx, evidence by op_evidence_idx (issue 7: each index is
-    # one more insert per operation).
+    # Indexed by op_log_idx / op_key_idx, evidence by op_evidence_idx (decision 17: each index
+    # is one more insert per operation).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="operations",
                                   db_index=False)
     cell = models.ForeignKey(Cell, null=True, blank=True, on_delete=models.CASCADE,
@@ -253,7 +277,7 @@ class Version(models.Model):
     """One (key, value) pair. The value never changes; status and edges are re-typed."""
 
     # cell is indexed by version_cell_status_idx (cell, status); nothing reads versions by
-    # namespace alone (issue 7: each index is one more insert per version).
+    # namespace alone (decision 17: each index is one more insert per version).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="versions",
                                   db_index=False)
     cell = models.ForeignKey(Cell, on_delete=models.CASCADE, related_name="versions",
@@ -316,3 +340,27 @@ class EraseAudit(models.Model):
     versions_erased = models.IntegerField(default=0)
     evidence_redacted = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+
+class AuditEntry(models.Model):
+    """A change to who may reach a namespace, kept beside the operation log: tokens made and
+    revoked, members added, re-roled and removed. Never the secret, never changed."""
+
+    class Action(models.TextChoices):
+        TOKEN_CREATE = "token_create"
+        TOKEN_REVOKE = "token_revoke"
+        MEMBER_SET = "member_set"
+        MEMBER_REMOVE = "member_remove"
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="audit")
+    actor = models.CharField(max_length=200)  # user:<name>, cli or system
+    action = models.CharField(max_length=32, choices=Action.choices)
+    target = models.CharField(max_length=200)  # "token pmem_ab12… (name)" or "user alice"
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["namespace", "-id"], name="audit_namespace_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.actor} {self.action} {self.target}"

@@ -2,19 +2,51 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet, Window
+from django.db.models.functions import Left, Length, RowNumber
+from django.utils import timezone
+from pgvector.django import CosineDistance
 
-from memory.domain import HEAD_STATUSES, Status
-from memory.domain.render import CellText, ClosedVersion, render_cell
-from memory.models import Cell, Evidence, KeyAlias, Namespace, Operation, SupportEdge, Version
+from memory.domain import (
+    DISCLOSURES,
+    HEAD_STATUSES,
+    CellStatus,
+    Status,
+    normalize_key,
+    same_value,
+    vocabulary,
+)
+from memory.domain.render import (
+    CellText,
+    ClosedVersion,
+    evidence_text,
+    render_cell,
+    render_context,
+)
+from memory.domain.scopes import token_refusal
+from memory.llm.embedding import embed_texts
+from memory.models import (
+    ApiToken,
+    AuditEntry,
+    Cell,
+    Evidence,
+    KeyAlias,
+    Membership,
+    Namespace,
+    Operation,
+    SupportEdge,
+    Version,
+)
 from memory.models import Tombstone as TombstoneRow
+from memory.services.binding import vector_literal
 
 
 @dataclass(frozen=True)
@@ -35,7 +67,7 @@ class HistoryEntry:
 class CellDetail:
     key: str
     value: str | None
-    status: str  # active | contested | empty
+    status: str  # a CellStatus
     version: int | None
     support: int
     alternatives: list[dict[str, Any]] = field(default_factory=list)
@@ -56,16 +88,13 @@ class CellDetail:
         return render_cell(self.text(), disclose)
 
 
-def cell_status(head: Version | None) -> str:
-    if head is None:
-        return "empty"
-    return "contested" if head.status == Status.CONTESTED else "active"
+def cell_status(head: Version | None) -> CellStatus:
+    """The status a head gives its cell (:func:`memory.domain.vocabulary.cell_status`)."""
+    return vocabulary.cell_status(head.status if head is not None else None)
 
 
 def cell_lookup(*, namespace: Namespace, key: str) -> Cell | None:
     """The cell a key names: by canonical key, else by a registered alias."""
-    from memory.domain import normalize_key
-
     norm = normalize_key(key)
     cell = Cell.objects.filter(namespace=namespace, key=norm).select_related("head").first()
     if cell is None:
@@ -79,7 +108,7 @@ def cell_lookup(*, namespace: Namespace, key: str) -> Cell | None:
 class CellValue:
     key: str
     value: str | None
-    status: str  # active | contested | empty
+    status: str  # a CellStatus
     version: int | None
     support: int
 
@@ -87,7 +116,7 @@ class CellValue:
 # The point read: one round trip on the unique index (namespace, key) and the version's primary
 # key, whatever the cell's history. A key that is not canonical costs a second query, through
 # the alias index. (One UNION ALL of both branches was measured: its planning alone cost as
-# much as the round trip, issue 7.)
+# much as the round trip.)
 _CELL_VALUE_SQL = (
     "SELECT c.key, v.id, v.value, v.status, v.support FROM memory_cell c"
     " LEFT JOIN memory_version v ON v.id = c.head_id WHERE c.namespace_id = %s AND c.key = %s")
@@ -99,18 +128,12 @@ _ALIAS_VALUE_SQL = (
 
 def cell_value(*, namespace: Namespace | int, key: str) -> CellValue | None:
     """The current value of one key (canonical, else an alias): the point read, one query."""
-    from django.db import connection
-
-    from memory.domain import normalize_key
-
     ns_id = namespace if isinstance(namespace, int) else namespace.pk
     norm = normalize_key(key)
     if settings.PMEM_PREPARED_READS:
         # A server-side prepared statement skips planning the join on every call (the point
-        # read is then closer to a bare primary-key SELECT; issue 7). Django's cursors bind
+        # read is then closer to a bare primary-key SELECT). Django's cursors bind
         # client-side and cannot prepare, so this uses a server-binding driver cursor.
-        import psycopg
-
         connection.ensure_connection()
         with psycopg.Cursor(connection.connection) as raw:  # binds on the server: can prepare
             row = raw.execute(_CELL_VALUE_SQL, (ns_id, norm), prepare=True).fetchone()
@@ -126,9 +149,9 @@ def cell_value(*, namespace: Namespace | int, key: str) -> CellValue | None:
     if row is None:
         return None
     cell_key, version, value, status, support = row
-    state = "empty" if version is None else (
-        "contested" if status == Status.CONTESTED else "active")
-    return CellValue(cell_key, value, state, version, support or 0)
+    return CellValue(cell_key, value,
+                     vocabulary.cell_status(status if version is not None else None),
+                     version, support or 0)
 
 
 def cell_detail(*, namespace: Namespace, key: str, sources: int = 3) -> CellDetail | None:
@@ -147,7 +170,6 @@ def cell_detail(*, namespace: Namespace, key: str, sources: int = 3) -> CellDeta
     aliases = list(KeyAlias.objects.filter(cell=cell).order_by("id").values_list("alias", flat=True))
     snippets: list[str] = []
     if head is not None:
-        from django.db.models.functions import Left
 
         # Rendered as 60-character snippets (render_cell): the head of each text is enough.
         snippets = [t for t in SupportEdge.objects.filter(version=head, evidence__isnull=False)
@@ -163,8 +185,6 @@ def cell_detail(*, namespace: Namespace, key: str, sources: int = 3) -> CellDeta
 
 def versions_with_value(*, namespace: Namespace, key: str, value: str) -> int:
     """How many retained versions of ``key`` hold ``value`` (normalised), whatever status."""
-    from memory.domain import same_value
-
     cell = cell_lookup(namespace=namespace, key=key)
     if cell is None:
         return 0
@@ -175,12 +195,12 @@ def versions_with_value(*, namespace: Namespace, key: str, value: str) -> int:
 def cells_list(*, namespace: Namespace, status: str | None = None,
                search: str | None = None) -> QuerySet[Cell]:
     """Cells of a namespace with their heads, newest change first; filter by cell status.
-    A page of cells shows no vectors: they stay in the database (decision 20)."""
+    A page of cells shows no vectors: they stay in the database (decision 21)."""
     qs = Cell.objects.filter(namespace=namespace).select_related("head").defer(
         "embedding", "key_embedding", "embedded_text")
-    if status == "empty":
+    if status == CellStatus.EMPTY:
         qs = qs.filter(head__isnull=True)
-    elif status in ("active", "contested"):
+    elif status in (CellStatus.ACTIVE, CellStatus.CONTESTED):
         qs = qs.filter(head__status=status)
     if search:
         qs = qs.filter(Q(key__icontains=search) | Q(head__value__icontains=search))
@@ -223,8 +243,6 @@ def operations_list(*, namespace: Namespace, key: str | None = None,
                     actor: str | None = None) -> QuerySet[Operation]:
     qs = Operation.objects.filter(namespace=namespace)
     if key:
-        from memory.domain import normalize_key
-
         qs = qs.filter(key=normalize_key(key))
     if actor:
         qs = qs.filter(actor=actor)
@@ -232,7 +250,7 @@ def operations_list(*, namespace: Namespace, key: str | None = None,
 
 
 #: Characters of an observation's text that a graph node or a list row carries: the whole
-#: text is one link away (decision 20). A graph that copied whole rows into every node took
+#: text is one link away (decision 21). A graph that copied whole rows into every node took
 #: 3.4 GB for one observation of 500 facts on one key.
 GRAPH_TEXT_CHARS = 500
 LIST_TEXT_CHARS = 200
@@ -247,9 +265,7 @@ SNIPPET_SOURCE_CHARS = 400
 def evidence_heads(ids: Iterable[int], chars: int = GRAPH_TEXT_CHARS) -> dict[int, dict[str, Any]]:
     """Observations as graphs and lists show them, in one statement by seq: ``id, seq, source,
     received_at``, the text cut to ``chars`` in SQL (``text``) and its whole length
-    (``text_chars``). Never the facts, the extraction or the embedding (decision 20)."""
-    from django.db.models.functions import Left, Length
-
+    (``text_chars``). Never the facts, the extraction or the embedding (decision 21)."""
     rows = Evidence.objects.filter(pk__in=list(ids)).order_by("seq").values(
         "id", "seq", "source", "received_at", head=Left("text", chars), text_chars=Length("text"))
     return {r["id"]: {"id": r["id"], "seq": r["seq"], "source": r["source"],
@@ -258,7 +274,7 @@ def evidence_heads(ids: Iterable[int], chars: int = GRAPH_TEXT_CHARS) -> dict[in
             for r in rows}
 
 
-def cell_graph(*, namespace: Namespace, key: str) -> dict[str, list[dict[str, Any]]] | None:
+def cell_graph(*, namespace: Namespace, key: str) -> dict[str, Any] | None:
     """The cell's provenance subgraph: versions, evidence, operations, tombstones, typed edges.
 
     Every observation an operation or a support edge names is one evidence node, read once
@@ -309,8 +325,6 @@ def _version_nodes(cell: Cell) -> tuple[list[dict[str, Any]], list[dict[str, Any
 def _operation_nodes(cell: Cell) -> list[dict[str, Any]]:
     """The cell's operations in the order applied: the observation each came from by id
     (its node holds the text), and the head of the raw model output."""
-    from django.db.models.functions import Left, Length
-
     return [{"id": f"o{o['id']}", "kind": "operation", "label": o["type"], "op": o["type"],
              "requested": o["requested"], "actor": o["actor"], "reason": o["reason"],
              "seq": o["seq"], "version": o["version_id"], "created_at": o["created_at"],
@@ -351,12 +365,10 @@ ORDERED_HEADER = "Retrieved observations in arrival order ([t=N]: larger N is ne
 
 
 def _query_vector(query: str) -> list[float]:
-    from memory.llm.pipeline import embed_texts
-
     return embed_texts([query])[0]
 
 
-#: HNSW candidate list of the vector reads. Measured by ``pmem_bench perf`` (issue 7, tie-aware
+#: HNSW candidate list of the vector reads. Measured by ``pmem_bench perf`` (tie-aware
 #: recall@12 against an exact scan, m=16, ef_construction=64): at 100k cells 100 gives 0.973
 #: (p95 5.7 ms), 200 gives 0.981 (p95 8.6 ms); the exact scan takes 47 ms.
 FRONTIER_EF_SEARCH = 200
@@ -365,8 +377,6 @@ FRONTIER_EF_SEARCH = 200
 def _vector_search_settings() -> None:
     """Inside the read's transaction: a wider HNSW candidate list, and (pgvector ≥ 0.8)
     iterative scans so filtering by namespace cannot starve the top-k."""
-    from django.db import connection
-
     with connection.cursor() as cur:
         cur.execute(f"SET LOCAL hnsw.ef_search = {FRONTIER_EF_SEARCH}")
         try:
@@ -398,9 +408,7 @@ SELECT id, d FROM (
 def frontier_read(*, namespace: Namespace, query: str, k: int = 12,
                   disclose: Iterable[str] = ()) -> ReadResult:
     """Top-k cells by cosine over their ``key: value`` embeddings, one line each (SPEC §7)."""
-    from memory.llm.pipeline import vector_literal
-
-    wanted = [d for d in DISCLOSE_ORDER if d in set(disclose)]
+    wanted = [d for d in DISCLOSURES if d in set(disclose)]
     vector = _query_vector(query)
     with transaction.atomic():
         _vector_search_settings()
@@ -410,22 +418,13 @@ def frontier_read(*, namespace: Namespace, query: str, k: int = 12,
             ranked = cur.fetchall()
         by_id = Cell.objects.select_related("head").defer(
             "embedding", "key_embedding", "embedded_text").in_bulk([r[0] for r in ranked])
-    cells = []
-    for cell_id, distance in ranked:
-        if cell_id in by_id:
-            cell = by_id[cell_id]
-            cell.distance = distance
-            cells.append(cell)
+    found = [(by_id[cell_id], distance) for cell_id, distance in ranked if cell_id in by_id]
+    cells = [cell for cell, _ in found]
     texts = _cell_texts(cells, wanted)
-    from memory.domain.render import render_context
-
     context = render_context(texts, wanted, header=FRONTIER_HEADER)
-    items = [{**cell_summary(c), "score": round(1 - float(c.distance), 4),
-              "line": render_cell(t, wanted)} for c, t in zip(cells, texts, strict=True)]
+    items = [{**cell_summary(c), "score": round(1 - float(distance), 4),
+              "line": render_cell(t, wanted)} for (c, distance), t in zip(found, texts, strict=True)]
     return ReadResult("frontier", context, items, len(context))
-
-
-DISCLOSE_ORDER = ("support", "alternatives", "history")
 
 
 def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
@@ -442,11 +441,8 @@ def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
             elif v.status not in HEAD_STATUSES:
                 history.setdefault(v.cell_id, []).append(ClosedVersion(v.value, v.status))
     if ids and "support" in disclose:
-        from django.db.models import F, Window
-        from django.db.models.functions import Left, RowNumber
-
         # The newest three non-empty texts per head, cut in SQL: a head with thousands of
-        # support edges costs three short strings, not every supporting text (decision 20).
+        # support edges costs three short strings, not every supporting text (decision 21).
         heads = {c.head_id: c.pk for c in cells}
         newest = (SupportEdge.objects.filter(version_id__in=list(heads), evidence__isnull=False)
                   .exclude(evidence__text="")
@@ -465,15 +461,16 @@ def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
     ]
 
 
-def _evidence_line(e: Evidence) -> str:
-    from memory.services.observations import evidence_text
+def evidence_line(e: Evidence) -> str:
+    """An observation on one line, as the raw reads show it. The facts are read only when there
+    is no text (a deferred column is loaded on access: decision 21)."""
+    facts = None if e.text.strip() else e.facts
+    return " ".join(evidence_text(e.text, facts).split())
 
-    return " ".join(evidence_text(e).split())
 
-
-def _load_facts_of_textless(rows: list[Evidence]) -> None:
+def _load_facts_of_textless(rows: Sequence[Evidence]) -> None:
     """A raw line is the text, else the facts (``evidence_text``): load the facts of the rows
-    without text, and only theirs (decision 20)."""
+    without text, and only theirs (decision 21)."""
     textless = [e for e in rows if not e.text.strip()]
     if textless:
         facts = dict(Evidence.objects.filter(pk__in=[e.pk for e in textless])
@@ -485,8 +482,6 @@ def _load_facts_of_textless(rows: list[Evidence]) -> None:
 def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = False) -> ReadResult:
     """Top-k evidence by cosine (the retrieval baseline); ``ordered`` tags each line with its
     arrival index ``[t=seq]`` and sorts by it."""
-    from pgvector.django import CosineDistance
-
     vector = _query_vector(query)
     with transaction.atomic():
         _vector_search_settings()
@@ -497,10 +492,10 @@ def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = F
     _load_facts_of_textless(rows)
     if ordered:
         rows.sort(key=lambda e: e.seq)
-        lines = [f"[t={e.seq}] {_evidence_line(e)}" for e in rows]
+        lines = [f"[t={e.seq}] {evidence_line(e)}" for e in rows]
         header, mode = ORDERED_HEADER, "raw_ordered"
     else:
-        lines = [_evidence_line(e) for e in rows]
+        lines = [evidence_line(e) for e in rows]
         header, mode = RAW_HEADER, "raw"
     context = "\n".join([header, *lines])
     items = [{"id": e.id, "seq": e.seq, "text": line, "score": round(1 - float(e.distance), 4),
@@ -509,59 +504,44 @@ def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = F
     return ReadResult(mode, context, items, len(context))
 
 
-PRUNE_SIMILARITY = 0.55
-PRUNE_PROMPT = (
-    "You check two memory snippets for one question. Answer with one word, yes or no.\n"
-    "Question: {query}\nSnippet A: {a}\nSnippet B: {b}\n"
-    "Do A and B state different values of the attribute the question asks about?"
-)
-GATE_PROMPT = (
-    "Answer with one word, yes or no. Does this question ask for the current value of "
-    "something that may have changed over time?\nQuestion: {query}"
-)
-
-
-def _day(e: Evidence) -> Any:
-    return (e.observed_at or e.received_at).date()
-
-
-def _yes(client: Any, prompt: str) -> bool:
-    result = client.chat_text(messages=[{"role": "user", "content": prompt}], max_tokens=3)
-    return bool(result.data) and str(result.data).strip().lower().startswith("yes")
-
-
-def pruned_read(*, namespace: Namespace, query: str, k: int = 12, gate: bool = False) -> ReadResult:
-    """Raw top-k evidence with superseded statements pruned (SPEC §7): for each pair with
-    cosine ≥ 0.55 and different dates, the model says whether both state different values of
-    the queried attribute; on yes the earlier one is dropped. The date decides which is
-    stale — the model never judges recency. Without a model it says so and returns nothing."""
-    from memory.llm.client import client_from_settings
-    from memory.llm.embedding import cosine
-
-    client = client_from_settings()
-    if client is None:
-        return ReadResult("pruned", "", [], 0, available=False,
-                          note="the pruned read needs a model: set PMEM_LLM_BASE_URL")
-    raw = raw_read(namespace=namespace, query=query, k=k)
-    if gate and not _yes(client, GATE_PROMPT.format(query=query)):
-        return ReadResult("pruned", raw.context, raw.items, raw.context_chars,
-                          note="gate: the question does not ask for a current value; not pruned")
-    rows = {e.id: e for e in Evidence.objects.filter(pk__in=[i["id"] for i in raw.items])
-            .defer("extracted", "facts")}  # the embeddings are compared here
+def evidence_for_pruning(ids: list[int]) -> dict[int, Evidence]:
+    """The observations a raw read returned, with their embeddings and dates (the pruned
+    read compares them pairwise); the facts only of those without text (decision 21)."""
+    rows = Evidence.objects.defer("extracted", "facts").in_bulk(ids)
     _load_facts_of_textless(list(rows.values()))
-    ordered = [rows[i["id"]] for i in raw.items]
-    dropped: set[int] = set()
-    for x, a in enumerate(ordered):
-        for b in ordered[x + 1:]:
-            if a.id in dropped or b.id in dropped or _day(a) == _day(b):
-                continue
-            if cosine(a.embedding, b.embedding) < PRUNE_SIMILARITY:
-                continue
-            if _yes(client, PRUNE_PROMPT.format(query=query, a=_evidence_line(a),
-                                                b=_evidence_line(b))):
-                earlier = a if (_day(a), a.seq) < (_day(b), b.seq) else b
-                dropped.add(earlier.id)
-    items = [i for i in raw.items if i["id"] not in dropped]
-    context = "\n".join([RAW_HEADER, *(i["text"] for i in items)])
-    return ReadResult("pruned", context, items, len(context),
-                      note=f"pruned {len(dropped)} superseded observation(s)")
+    return rows
+
+
+# --- access: tokens, members, the audit log ---------------------------------------------------
+
+
+def tokens_list(*, namespace: Namespace) -> QuerySet[ApiToken]:
+    """The namespace's tokens, newest first (never a secret: the database has none)."""
+    return (ApiToken.objects.filter(namespace=namespace).select_related("created_by")
+            .order_by("-id"))
+
+
+def token_row(token: ApiToken) -> dict[str, Any]:
+    """One token as ``pmem_token list`` prints it and the explorer shows it."""
+    refusal = token_refusal(revoked_at=token.revoked_at, expires_at=token.expires_at,
+                            now=timezone.now())
+    return {"id": token.pk, "namespace": token.namespace.name, "prefix": token.prefix,
+            "name": token.name, "client": token.client, "scope": token.scope,
+            "created_by": token.created_by.get_username() if token.created_by else None,
+            "created_at": token.created_at, "expires_at": token.expires_at,
+            "last_used_at": token.last_used_at, "revoked_at": token.revoked_at,
+            "state": (refusal or "token active").removeprefix("token ")}
+
+
+def token_rows(*, namespace: Namespace) -> list[dict[str, Any]]:
+    return [token_row(t) for t in tokens_list(namespace=namespace).select_related("namespace")]
+
+
+def members_list(*, namespace: Namespace) -> QuerySet[Membership]:
+    return (Membership.objects.filter(namespace=namespace).select_related("user")
+            .order_by("user__username"))
+
+
+def audit_list(*, namespace: Namespace, limit: int = 100) -> list[AuditEntry]:
+    """The access audit log of a namespace, newest first."""
+    return list(AuditEntry.objects.filter(namespace=namespace).order_by("-id")[:limit])

@@ -18,6 +18,8 @@ from celery.signals import worker_init, worker_ready
 from django.conf import settings
 from django.db import connection, transaction
 
+from memory.domain import UNSETTLED_STATES
+from memory.llm.extraction import runs_locally
 from memory.models import Evidence
 from memory.services import (
     ExtractionFailed,
@@ -25,6 +27,7 @@ from memory.services import (
     observation_extract,
     observation_fail,
 )
+from memory.services.frontier import frontier_flush_all
 from memory.services.limits import namespace_head_fail, observation_fail_if_unextracted
 
 log = logging.getLogger("pmem.tasks")
@@ -47,9 +50,7 @@ def _drain_chunk() -> int:
     """Observations per ``namespace_drain`` call: between two calls the task checks its time
     budget. Without a model a commit is a few milliseconds (several groups per call); with
     one it is model calls, so the budget is checked after each observation."""
-    from memory.llm import pipeline
-
-    return max(1, 4 * int(settings.PMEM_COMMIT_GROUP)) if pipeline.runs_locally() else 1
+    return max(1, 4 * int(settings.PMEM_COMMIT_GROUP)) if runs_locally() else 1
 
 
 class TimeLimitedTask(Task):
@@ -96,7 +97,7 @@ def _after_hard_limit(task_name: str, ident: int) -> None:
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
              base=TimeLimitedTask)
-def process_observation(self, evidence_id: int) -> str:  # type: ignore[no-untyped-def]
+def process_observation(self: Task, evidence_id: int) -> str:
     """Extract one observation (once), then commit whatever is next in its namespace.
 
     While its model is unreachable the task retries with backoff (the namespace waits: later
@@ -174,8 +175,6 @@ def _drain(namespace_id: int, started: float) -> str:
 def flush_frontiers() -> int:
     """Re-index every cell waiting outside the frontier index (run by beat every
     ``PMEM_FRONTIER_FLUSH_EVERY`` seconds; harmless to run at any time)."""
-    from memory.services.frontier import frontier_flush_all
-
     return frontier_flush_all()
 
 
@@ -183,7 +182,7 @@ def flush_frontiers() -> int:
 def sweep_unsettled() -> int:
     """Re-enqueue every unsettled observation (after a crash or a lost message). Harmless when
     they are already queued: extraction and commitment are both idempotent."""
-    ids = list(Evidence.objects.filter(state__in=["pending", "processing"]).order_by("seq")
+    ids = list(Evidence.objects.filter(state__in=UNSETTLED_STATES).order_by("seq")
                .values_list("id", flat=True))
     for evidence_id in ids:
         process_observation.delay(evidence_id)

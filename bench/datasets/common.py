@@ -7,6 +7,8 @@ from collections import Counter
 from statistics import mean
 from typing import Any
 
+from memory.reads import READ_MODES, read
+
 from ..answer import model_answer
 from ..arms import PMemSession
 from ..scenarios.common import Event
@@ -21,16 +23,15 @@ def ingest_turns(session: PMemSession, turns: list[str]) -> None:
         session.ingest(Event(seq, "", text, "accept", ""))
 
 
+#: The read mode (memory.reads.READ_MODES) each arm answers from.
+ARM_MODES = {"commit": "frontier", "raw_top12": "raw"}
+
+
 def read_and_answer(session: PMemSession, client: Any, arm: str, question: str) -> tuple[str, int]:
     """The model's answer from one read (frontier cells or raw top-12 turns), and its size."""
-    from memory.selectors import frontier_read, raw_read
-
-    if arm == "commit":
-        context = frontier_read(namespace=session.namespace, query=question, k=K).context
-    else:
-        context = raw_read(namespace=session.namespace, query=question, k=K).context
-    prompt = "state" if arm == "commit" else "flat"
-    return model_answer(client, prompt=prompt, context=context, question=question), len(context)
+    mode = READ_MODES[ARM_MODES[arm]]
+    context = read(mode.name, namespace=session.namespace, query=question, k=K).context
+    return model_answer(client, prompt=mode.prompt, context=context, question=question), len(context)
 
 
 _TOKEN = re.compile(r"[0-9a-z]+")

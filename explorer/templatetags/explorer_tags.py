@@ -6,11 +6,12 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from memory.domain import CellStatus, EvidenceState, Status
+
 register = template.Library()
 
 #: Statuses of versions (SPEC §2) and of cells and observations, each with a readable word.
-KNOWN = {"active", "contested", "empty", "alternative", "superseded", "contradicted",
-         "revoked", "pending", "processing", "committed", "failed"}
+KNOWN = {s.value for s in (*Status, *CellStatus, *EvidenceState)}
 
 
 @register.simple_tag

@@ -1,8 +1,10 @@
 """API authentication and namespace scoping.
 
-``Authorization: Token <key>`` authenticates as the token's client and reaches the token's
-namespace only; session auth (the explorer) reaches namespaces the user is a member of. A
-namespace the caller cannot reach answers 404, so its existence does not leak.
+``Authorization: Token <token>`` (or ``Bearer <token>``, as the MCP server takes it)
+authenticates as the token's client and reaches the token's namespace only, within the token's
+scope; session auth (the explorer) reaches namespaces the user is a member of, with the scope
+of the member's role. A namespace the caller cannot reach answers 404, so its existence does
+not leak; a token that is not usable answers 401 whatever namespace it was sent to.
 """
 
 from __future__ import annotations
@@ -13,7 +15,14 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from memory.domain.scopes import Scope, scope_allows
 from memory.models import ApiToken, Membership, Namespace
+from memory.services import TokenRejected, token_authenticate
+
+KEYWORDS = (b"token", b"bearer")
+#: What each explorer role may do through the API with a session.
+ROLE_SCOPES = {Membership.Role.VIEWER: Scope.READ, Membership.Role.REVIEWER: Scope.REVIEW,
+               Membership.Role.ADMIN: Scope.REVIEW}
 
 
 @dataclass(frozen=True)
@@ -29,15 +38,43 @@ class TokenClient:
     def actor(self) -> str:
         return f"api:{self.token.client}"
 
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.token.scope)
 
-class NamespaceTokenAuthentication(authentication.TokenAuthentication):
+
+class NamespaceTokenAuthentication(authentication.BaseAuthentication):
+    """Parses the header itself so that every malformed form gets a plain 401: no scheme
+    but ours is tried, nothing undecodable reaches a query."""
+
     keyword = "Token"
 
-    def authenticate_credentials(self, key: str) -> tuple[TokenClient, ApiToken]:
-        token = ApiToken.objects.select_related("namespace").filter(key=key).first()
-        if token is None:
-            raise exceptions.AuthenticationFailed("invalid token")
+    def authenticate(self, request: Request) -> tuple[TokenClient, ApiToken] | None:
+        try:
+            header = authentication.get_authorization_header(request)
+        except UnicodeEncodeError:  # a str header beyond Latin-1 (only test clients send one)
+            raise exceptions.AuthenticationFailed("malformed Authorization header") from None
+        if not header:
+            return None
+        scheme, _, credentials = header.partition(b" ")
+        if scheme.lower() not in KEYWORDS:
+            return None  # another scheme: not ours to judge (401 if nothing else accepts it)
+        credentials = credentials.strip(b" ")
+        if not credentials or b" " in credentials:
+            raise exceptions.AuthenticationFailed("malformed Authorization header: "
+                                                  "expected 'Token <token>'")
+        try:
+            raw = credentials.decode("ascii")
+        except UnicodeDecodeError:
+            raise exceptions.AuthenticationFailed("invalid token") from None
+        try:
+            token = token_authenticate(raw=raw)
+        except TokenRejected as exc:
+            raise exceptions.AuthenticationFailed(str(exc)) from None
         return TokenClient(token), token
+
+    def authenticate_header(self, request: Request) -> str:
+        return self.keyword  # makes DRF answer 401 (with WWW-Authenticate), not 403
 
 
 def actor_of(request: Request) -> str:
@@ -47,8 +84,11 @@ def actor_of(request: Request) -> str:
     return f"user:{user.get_username()}"
 
 
-def namespace_for(request: Request, name: str, *, write: bool = False) -> Namespace:
-    """The namespace ``name`` if the caller may reach it (and, for writes, act in it)."""
+def namespace_for(request: Request, name: str, *, scope: Scope = Scope.READ) -> Namespace:
+    """The namespace ``name`` if the caller may reach it with ``scope``.
+
+    A token's scope was checked before the view ran (``memory.api.permissions``); a person's
+    comes from their role here, after membership, so a non-member sees 404, never 403."""
     user = request.user
     if isinstance(user, TokenClient):
         if user.token.namespace.name != name:
@@ -64,6 +104,8 @@ def namespace_for(request: Request, name: str, *, write: bool = False) -> Namesp
         "role", flat=True).first()
     if role is None:
         raise exceptions.NotFound("no such namespace")
-    if write and role != Membership.Role.REVIEWER:
-        raise exceptions.PermissionDenied("viewers may not change memory; ask for the reviewer role")
+    held = ROLE_SCOPES.get(Membership.Role(role), Scope.READ)
+    if not scope_allows(held, scope):
+        raise exceptions.PermissionDenied(
+            f"a {role} may not do this (it needs scope {scope.value}); ask for the reviewer role")
     return namespace

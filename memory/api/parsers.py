@@ -9,6 +9,7 @@ No request of the API nests deeper than a few levels, so a body deeper than
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rest_framework import exceptions, parsers
@@ -19,7 +20,7 @@ MAX_JSON_DEPTH = 32
 
 class BoundedJSONParser(parsers.JSONParser):
     def parse(self, stream: Any, media_type: str | None = None,
-              parser_context: dict[str, Any] | None = None) -> Any:
+              parser_context: Mapping[str, Any] | None = None) -> Any:
         try:
             data = super().parse(stream, media_type, parser_context)
         except RecursionError:

@@ -7,7 +7,17 @@ from typing import Any
 from django.conf import settings
 from rest_framework import serializers
 
-from memory.domain import KEY_MAX_CHARS, OpType, normalize_key
+from memory.domain import (
+    DISCLOSURES,
+    KEY_MAX_CHARS,
+    VALUE_OPS,
+    CellStatus,
+    EvidenceState,
+    OpType,
+    normalize_key,
+)
+from memory.domain.scopes import Scope
+from memory.reads import ANSWER_MODES, READ_MODES
 
 
 class StrictCharField(serializers.CharField):
@@ -37,8 +47,6 @@ class StrictBooleanField(serializers.BooleanField):
 
 BIGINT_MAX = 2**63 - 1
 OPS = [o.value for o in OpType]
-MODES = ["frontier", "raw", "raw_ordered", "pruned"]
-DISCLOSURES = ["support", "alternatives", "history"]
 
 
 def _key_field() -> serializers.CharField:
@@ -62,11 +70,12 @@ def _value_field() -> serializers.CharField:
 
 
 def _check_op_args(attrs: dict[str, Any]) -> dict[str, Any]:
-    op, value, version = attrs.get("op") or "accept", attrs.get("value"), attrs.get("version")
+    op = attrs.get("op") or OpType.ACCEPT
+    value, version = attrs.get("value"), attrs.get("version")
     has_value = value is not None and value.strip() != ""
-    if op in ("accept", "contest") and not has_value:
+    if op in VALUE_OPS and not has_value:
         raise serializers.ValidationError({"value": f"{op} needs a non-empty value"})
-    if op == "resolve" and not has_value and version is None:
+    if op == OpType.RESOLVE and not has_value and version is None:
         raise serializers.ValidationError({"value": "resolve needs the winner's value or version"})
     return attrs
 
@@ -91,8 +100,14 @@ class FactIn(serializers.Serializer):
 class ObservationIn(serializers.Serializer):
     text = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
                                  max_length=settings.PMEM_MAX_TEXT_CHARS)
-    facts = FactIn(many=True, required=False, max_length=settings.PMEM_MAX_FACTS)
-    source = StrictCharField(required=False, allow_blank=True, max_length=200)
+    # many=True builds a ListSerializer, which takes max_length; the stubs type the call as
+    # FactIn's own constructor.
+    facts = FactIn(many=True, required=False,
+                   max_length=settings.PMEM_MAX_FACTS)  # type: ignore[call-arg]
+    # Declared fields named like a Field attribute (source, label, context) are collected
+    # into the serializer's fields all the same; the stubs see them as that attribute.
+    source = StrictCharField(required=False, allow_blank=True,
+                             max_length=200)  # type: ignore[assignment]
     observed_at = serializers.DateTimeField(required=False, allow_null=True)
     idempotency_key = StrictCharField(required=False, max_length=200)
 
@@ -114,7 +129,7 @@ class OperationSummaryOut(serializers.Serializer):
 class ObservationOut(serializers.Serializer):
     id = serializers.IntegerField()
     seq = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=["pending", "processing", "committed", "failed"])
+    status = serializers.ChoiceField(choices=[state.value for state in EvidenceState])
     error = serializers.CharField(allow_blank=True)
     operations = OperationSummaryOut(many=True, required=False)
 
@@ -146,7 +161,7 @@ class AlternativeOut(serializers.Serializer):
 class CellOut(serializers.Serializer):
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True)
-    status = serializers.ChoiceField(choices=["active", "contested", "empty"])
+    status = serializers.ChoiceField(choices=[status.value for status in CellStatus])
     version = serializers.IntegerField(allow_null=True)
     support = serializers.IntegerField()
     alternatives = AlternativeOut(many=True)
@@ -176,9 +191,9 @@ class CellOpOut(serializers.Serializer):
 class GraphNodeOut(serializers.Serializer):
     id = serializers.CharField()
     kind = serializers.ChoiceField(choices=["evidence", "version", "operation", "tombstone"])
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
     status = serializers.CharField(required=False)
-    # Evidence: the head of its text and where the whole observation is (decision 20).
+    # Evidence: the head of its text and where the whole observation is (decision 21).
     observation = serializers.IntegerField(required=False)
     text = serializers.CharField(required=False, allow_blank=True)
     text_chars = serializers.IntegerField(required=False)
@@ -189,7 +204,7 @@ class GraphNodeOut(serializers.Serializer):
 
 
 class GraphEdgeOut(serializers.Serializer):
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
     target = serializers.CharField()
     type = serializers.ChoiceField(choices=["supported_by", "supersedes", "alternative_of",
                                             "revokes"])
@@ -223,28 +238,37 @@ class OperationListOut(serializers.Serializer):
 
 class ReadIn(serializers.Serializer):
     query = StrictCharField(max_length=4000)
-    mode = serializers.ChoiceField(choices=MODES, default="frontier")
+    mode = serializers.ChoiceField(choices=list(READ_MODES), default="frontier")
     k = StrictIntegerField(min_value=1, max_value=settings.PMEM_MAX_K, required=False)
     disclose = serializers.ListField(child=serializers.ChoiceField(choices=DISCLOSURES),
-                                     required=False, default=list, max_length=3)
+                                     required=False, default=list, max_length=len(DISCLOSURES))
     gate = StrictBooleanField(required=False, default=False)
 
 
 class ReadOut(serializers.Serializer):
     mode = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)
+    context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # see source
     items = serializers.ListField(child=serializers.DictField())
     context_chars = serializers.IntegerField()
     note = serializers.CharField(required=False)
 
 
 class AnswerIn(ReadIn):
-    mode = serializers.ChoiceField(choices=[*MODES, "iterative"], default="frontier")
+    mode = serializers.ChoiceField(choices=list(ANSWER_MODES), default="frontier")
 
 
 class AnswerOut(serializers.Serializer):
     answer = serializers.CharField(allow_blank=True)
     mode = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)
+    context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # see source
     context_chars = serializers.IntegerField()
     lookups = serializers.ListField(child=serializers.DictField())
+
+
+class WhoAmIOut(serializers.Serializer):
+    namespace = serializers.CharField()
+    scope = serializers.ChoiceField(choices=[s.value for s in Scope])
+    client = serializers.CharField(help_text="operations are signed api:<client>")
+    name = serializers.CharField()
+    prefix = serializers.CharField(help_text="the token's first characters (the rest is secret)")
+    expires_at = serializers.DateTimeField(allow_null=True)

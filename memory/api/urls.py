@@ -7,6 +7,7 @@ from . import views
 NS = "namespaces/<slug:ns>/"
 
 urlpatterns = [
+    path("whoami/", views.WhoAmIView.as_view(), name="api-whoami"),
     path(f"{NS}observations/", views.ObservationsView.as_view(), name="api-observations"),
     path(f"{NS}observations/<int:pk>/", views.ObservationDetailView.as_view(),
          name="api-observation"),

@@ -17,20 +17,68 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memory import selectors
+from memory import reads, selectors
+from memory.domain import SETTLED_STATES, CellStatus
+from memory.domain.scopes import Scope
+from memory.llm.client import client_from_settings
 from memory.models import Evidence, Operation, Version
-from memory.services import cell_erase, observation_record, operation_apply
+from memory.services import cell_erase, observation_record, observation_retry, operation_apply
+from memory.tasks import process_observation
 
 from . import serializers as s
-from .auth import actor_of, namespace_for
+from .auth import TokenClient, actor_of, namespace_for
 from .errors import PayloadTooLarge
+from .permissions import ReadScope, ReviewScope, ScopePermission, UndeclaredScope, WriteScope
+from .schema import ScopedAutoSchema
+from .throttles import TokenRateThrottle
 
 log = logging.getLogger("pmem.api")
 WAIT_SECONDS = 30.0
-SETTLED = ("committed", "failed")
 
 
-class NamespaceView(APIView):
+class ScopedView(APIView):
+    """Base of every API view: each method declares the scope it needs (``scopes``: method →
+    permission class, memory.api.permissions); the schema states it; tokens are rate-limited
+    when PMEM_API_RATE is set."""
+
+    scopes: dict[str, type[ScopePermission]] = {}
+    schema = ScopedAutoSchema()
+    throttle_classes = [TokenRateThrottle]
+
+    def get_permissions(self) -> list[Any]:
+        method = (self.request.method or "").upper()
+        if method == "HEAD":
+            method = "GET"
+        declared = self.scopes.get(method)
+        if declared is not None:
+            return [declared()]
+        if method != "OPTIONS" and hasattr(self, method.lower()):
+            return [UndeclaredScope()]  # a handler nobody declared a scope for: fail closed
+        return [ReadScope()]  # OPTIONS, or no handler: 405 follows for the authenticated
+
+    @property
+    def required_scope(self) -> Scope:
+        declared = self.scopes.get((self.request.method or "").upper(), ReviewScope)
+        return declared.scope
+
+
+class WhoAmIView(ScopedView):
+    scopes = {"GET": ReadScope}
+
+    @extend_schema(responses=s.WhoAmIOut, operation_id="whoami",
+                   summary="The namespace, scope and client of the token that asks")
+    def get(self, request: Request) -> Response:
+        user = request.user
+        if not isinstance(user, TokenClient):
+            return Response({"error": "whoami describes an API token; send one",
+                             "field": "Authorization"}, status=status.HTTP_400_BAD_REQUEST)
+        token = user.token
+        return Response({"namespace": token.namespace.name, "scope": token.scope,
+                         "client": token.client, "name": token.name, "prefix": token.prefix,
+                         "expires_at": token.expires_at})
+
+
+class NamespaceView(ScopedView):
     """Base: refuses oversize bodies before parsing; resolves the namespace per request."""
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
@@ -44,8 +92,8 @@ class NamespaceView(APIView):
                 raise exceptions.ValidationError({name: "Null characters are not allowed."})
         super().initial(request, *args, **kwargs)
 
-    def namespace(self, request: Request, ns: str, *, write: bool = False) -> Any:
-        return namespace_for(request, ns, write=write)
+    def namespace(self, request: Request, ns: str) -> Any:
+        return namespace_for(request, ns, scope=self.required_scope)
 
     def evidence(self, namespace: Any, pk: int) -> Evidence:
         evidence = (Evidence.objects.filter(namespace=namespace, pk=pk)
@@ -89,7 +137,8 @@ def observation_body(evidence: Evidence) -> dict[str, Any]:
         "received_at": evidence.received_at, "committed_at": evidence.committed_at,
         "operations": [
             {"op": o.type, "requested": o.requested, "key": o.key, "value": o.value,
-             "version": o.version_id, "status": statuses.get(o.version_id), "reason": o.reason,
+             "version": o.version_id,
+             "status": statuses.get(o.version_id) if o.version_id else None, "reason": o.reason,
              "actor": o.actor}
             for o in ops
         ],
@@ -102,8 +151,6 @@ def observation_body(evidence: Evidence) -> dict[str, Any]:
 def _enqueue(evidence_id: int) -> None:
     """Queue processing. The evidence is already committed: if the broker is down the
     observation is still stored, and the worker's start-up sweep will pick it up."""
-    from memory.tasks import process_observation
-
     try:
         process_observation.delay(evidence_id)
     except Exception:
@@ -113,7 +160,7 @@ def _enqueue(evidence_id: int) -> None:
 def _wait_settled(evidence_id: int, timeout: float = WAIT_SECONDS) -> Evidence:
     deadline = time.monotonic() + timeout
     delay = 0.02
-    settled = Evidence.objects.filter(pk=evidence_id, state__in=SETTLED)
+    settled = Evidence.objects.filter(pk=evidence_id, state__in=SETTLED_STATES)
     # Polls the state alone; the row (text and facts, never the extraction or the
     # embedding) is read once, at the end.
     while not settled.exists() and time.monotonic() < deadline:
@@ -123,6 +170,8 @@ def _wait_settled(evidence_id: int, timeout: float = WAIT_SECONDS) -> Evidence:
 
 
 class ObservationsView(NamespaceView):
+    scopes = {"POST": WriteScope}
+
     @extend_schema(
         request=s.ObservationIn, responses={202: s.ObservationOut, 201: s.ObservationOut},
         parameters=[OpenApiParameter("wait", int, description="1: block until committed or failed")],
@@ -132,7 +181,7 @@ class ObservationsView(NamespaceView):
                     "committed or failed, with the operations it produced.",
     )
     def post(self, request: Request, ns: str) -> Response:
-        namespace = self.namespace(request, ns, write=True)
+        namespace = self.namespace(request, ns)
         wait = request.query_params.get("wait", "0")
         if wait not in ("0", "1", "true", "false"):
             raise exceptions.ValidationError({"wait": "0 or 1"})
@@ -151,7 +200,7 @@ class ObservationsView(NamespaceView):
             _enqueue(evidence.id)
         if wait in ("1", "true"):
             evidence = _wait_settled(evidence.id)
-            if evidence.state in SETTLED:
+            if evidence.state in SETTLED_STATES:
                 return Response(observation_body(evidence), status=status.HTTP_201_CREATED)
         body = {"id": evidence.id, "seq": evidence.seq, "status": evidence.state}
         if not recorded.created:
@@ -160,6 +209,8 @@ class ObservationsView(NamespaceView):
 
 
 class ObservationDetailView(NamespaceView):
+    scopes = {"GET": ReadScope}
+
     @extend_schema(responses=s.ObservationOut, summary="An observation's status and operations",
                    operation_id="observation_get")
     def get(self, request: Request, ns: str, pk: int) -> Response:
@@ -168,13 +219,13 @@ class ObservationDetailView(NamespaceView):
 
 
 class ObservationRetryView(NamespaceView):
+    scopes = {"POST": WriteScope}
+
     @extend_schema(request=None, responses={202: s.ObservationOut},
                    summary="Retry a failed observation",
                    operation_id="observation_retry")
     def post(self, request: Request, ns: str, pk: int) -> Response:
-        from memory.services import observation_retry
-
-        evidence = self.evidence(self.namespace(request, ns, write=True), pk)
+        evidence = self.evidence(self.namespace(request, ns), pk)
         if not observation_retry(evidence=evidence):
             return Response({"error": f"observation is {evidence.state}, not failed"}, status=409)
         _enqueue(evidence.id)
@@ -201,18 +252,21 @@ def cell_body(namespace: Any, key: str) -> dict[str, Any]:
 
 
 class CellsView(NamespaceView):
+    scopes = {"GET": ReadScope}
+
     @extend_schema(
         responses=s.CellListOut, summary="List cells (keyset-paginated by key)",
         operation_id="cells_list",
-        parameters=[OpenApiParameter("status", str, enum=["active", "contested", "empty"]),
+        parameters=[OpenApiParameter("status", str, enum=[s.value for s in CellStatus]),
                     OpenApiParameter("search", str), OpenApiParameter("after", str),
                     OpenApiParameter("limit", int)],
     )
     def get(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
         status_ = request.query_params.get("status")
-        if status_ not in (None, "", "active", "contested", "empty"):
-            raise exceptions.ValidationError({"status": "active, contested or empty"})
+        if status_ not in (None, "", *CellStatus):
+            *first, last = (status.value for status in CellStatus)
+            raise exceptions.ValidationError({"status": f"{', '.join(first)} or {last}"})
         limit = _limit(request)
         qs = selectors.cells_list(namespace=namespace, status=status_ or None,
                                   search=request.query_params.get("search") or None)
@@ -229,6 +283,8 @@ class CellsView(NamespaceView):
 
 
 class CellDetailView(NamespaceView):
+    scopes = {"GET": ReadScope, "DELETE": ReviewScope}
+
     @extend_schema(responses=s.CellOut, summary="A cell: current value, alternatives, history",
                    operation_id="cell_get")
     def get(self, request: Request, ns: str, key: str) -> Response:
@@ -238,12 +294,14 @@ class CellDetailView(NamespaceView):
                    summary="Privacy erase (SPEC §6): the key and its values are gone for good",
                    operation_id="cell_erase")
     def delete(self, request: Request, ns: str, key: str) -> Response:
-        namespace = self.namespace(request, ns, write=True)
+        namespace = self.namespace(request, ns)
         cell_erase(namespace=namespace, key=key, actor=actor_of(request))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class CellGraphView(NamespaceView):
+    scopes = {"GET": ReadScope}
+
     @extend_schema(responses=s.GraphOut, summary="The cell's provenance graph",
                    operation_id="cell_graph")
     def get(self, request: Request, ns: str, key: str) -> Response:
@@ -258,11 +316,13 @@ class CellGraphView(NamespaceView):
 
 
 class CellOperationsView(NamespaceView):
+    scopes = {"POST": ReviewScope}
+
     @extend_schema(request=s.CellOpIn, responses={201: s.CellOpOut},
                    summary="Apply a typed operation to a cell (409 when invalid in its state)",
                    operation_id="cell_operation_create")
     def post(self, request: Request, ns: str, key: str) -> Response:
-        namespace = self.namespace(request, ns, write=True)
+        namespace = self.namespace(request, ns)
         problem = s.key_problem(key)
         if problem:  # an operation may create the cell: its key must be one (SPEC §1)
             raise exceptions.ValidationError({"key": problem})
@@ -290,6 +350,8 @@ def operation_row(o: Operation) -> dict[str, Any]:
 
 
 class OperationsView(NamespaceView):
+    scopes = {"GET": ReadScope}
+
     @extend_schema(
         responses=s.OperationListOut, summary="The operation log, newest first",
         operation_id="operations_list",
@@ -315,20 +377,15 @@ class OperationsView(NamespaceView):
 
 
 def read_for(namespace: Any, v: dict[str, Any]) -> selectors.ReadResult:
-    mode, query = v["mode"], v["query"]
-    if mode == "frontier":
-        return selectors.frontier_read(namespace=namespace, query=query, k=v.get("k", 12),
-                                       disclose=v["disclose"])
-    if mode in ("raw", "raw_ordered"):
-        return selectors.raw_read(namespace=namespace, query=query, k=v.get("k", 10),
-                                  ordered=mode == "raw_ordered")
-    return selectors.pruned_read(namespace=namespace, query=query, k=v.get("k", 12),
-                                 gate=v["gate"])
+    return reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
+                      disclose=v["disclose"], gate=v["gate"])
 
 
 class ReadView(NamespaceView):
+    scopes = {"POST": ReadScope}
+
     @extend_schema(request=s.ReadIn, responses=s.ReadOut,
-                   summary="Read memory for a query: frontier, raw, raw_ordered or pruned",
+                   summary=f"Read memory for a query: {', '.join(reads.READ_MODES)}",
                    operation_id="read")
     def post(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
@@ -340,12 +397,11 @@ class ReadView(NamespaceView):
 
 
 class AnswerView(NamespaceView):
+    scopes = {"POST": ReadScope}
+
     @extend_schema(request=s.AnswerIn, responses=s.AnswerOut, operation_id="answer",
                    summary="A model answers the query from a read's context (needs a model)")
     def post(self, request: Request, ns: str) -> Response:
-        from memory.llm.client import client_from_settings
-        from memory.llm.readout import answer, iterative_answer
-
         namespace = self.namespace(request, ns)
         data = s.AnswerIn(data=request.data)
         data.is_valid(raise_exception=True)
@@ -354,13 +410,9 @@ class AnswerView(NamespaceView):
         if client is None:
             return Response({"error": "the answer step needs a model: set PMEM_LLM_BASE_URL"},
                             status=status.HTTP_409_CONFLICT)
-        if v["mode"] == "iterative":
-            result = iterative_answer(client, namespace=namespace, question=v["query"],
-                                      k=v.get("k", 12), disclose=tuple(v["disclose"]))
-        else:
-            read = read_for(namespace, v)
-            result = answer(client, question=v["query"], context=read.context,
-                            prompt="state" if v["mode"] == "frontier" else "flat")
+        result = reads.model_answer(v["mode"], client=client, namespace=namespace,
+                                    query=v["query"], k=v.get("k"), disclose=v["disclose"],
+                                    gate=v["gate"])
         return Response({"answer": result.answer, "mode": v["mode"], "context": result.context,
                          "context_chars": result.context_chars, "lookups": result.lookups,
                          "error": result.error,

@@ -1,11 +1,12 @@
-"""The pure core of P-Mem: statuses, typed operations, the cell state machine (SPEC §3),
-rollback (SPEC §4) and materialization (SPEC §7). No Django import anywhere below."""
+"""The pure core of P-Mem: its vocabulary, typed operations, the cell state machine (SPEC §3),
+rollback (SPEC §4), the effect interpreter, source trust and valid time (SPEC §8) and
+materialization (SPEC §7). No Django import anywhere below."""
 
 from __future__ import annotations
 
 from .cells import decide, decide_late
+from .interpret import EffectSink, Outcome, interpret, valid_to_after
 from .model import (
-    HEAD_STATUSES,
     KEY_MAX_CHARS,
     NEW,
     CellState,
@@ -15,10 +16,8 @@ from .model import (
     LinkSupersedes,
     NewVersion,
     OpRequest,
-    OpType,
     Reinstate,
     Retype,
-    Status,
     Support,
     Tombstone,
     VersionView,
@@ -26,11 +25,37 @@ from .model import (
     normalize_value,
     same_value,
 )
+from .plan import HeadView, Item, OpInput, Plan
+from .vocabulary import (
+    ASSERTIONS,
+    CREATING_OPS,
+    DISCLOSURES,
+    HEAD_STATUSES,
+    LOG_TYPES,
+    OPEN_STATUSES,
+    REINSTATE,
+    RETRACTED_STATUSES,
+    SETTLED_STATES,
+    SUPERUSER,
+    UNSETTLED_STATES,
+    VALUE_OPS,
+    CellStatus,
+    EvidenceState,
+    OpType,
+    Role,
+    Status,
+    cell_status,
+    may_act,
+    may_manage,
+)
 
 __all__ = [
-    "HEAD_STATUSES", "KEY_MAX_CHARS", "NEW", "CellState", "Decision", "Effect", "InvalidOperation",
-    "LinkSupersedes", "NewVersion", "OpRequest", "OpType", "Reinstate", "Retype", "Status",
-    "Support", "Tombstone", "VersionView", "decide", "decide_late", "normalize_key",
-    "normalize_value",
-    "same_value",
+    "ASSERTIONS", "CREATING_OPS", "DISCLOSURES", "HEAD_STATUSES", "KEY_MAX_CHARS", "LOG_TYPES", "NEW",
+    "OPEN_STATUSES", "REINSTATE", "RETRACTED_STATUSES", "SETTLED_STATES", "SUPERUSER",
+    "UNSETTLED_STATES", "VALUE_OPS", "CellState", "CellStatus", "Decision", "Effect",
+    "EffectSink", "EvidenceState", "HeadView", "InvalidOperation", "Item", "LinkSupersedes",
+    "NewVersion", "OpInput", "OpRequest", "OpType", "Outcome", "Plan", "Reinstate", "Retype",
+    "Role", "Status", "Support", "Tombstone", "VersionView", "cell_status", "decide",
+    "decide_late", "interpret", "may_act", "may_manage", "normalize_key", "normalize_value", "same_value",
+    "valid_to_after",
 ]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from .model import (
     NEW,
-    RETRACTED_STATUSES,
     CellState,
     Decision,
     Effect,
@@ -18,15 +17,15 @@ from .model import (
     LinkSupersedes,
     NewVersion,
     OpRequest,
-    OpType,
     Reinstate,
     Retype,
-    Status,
     Support,
     Tombstone,
     VersionView,
     same_value,
 )
+from .rollback import walks_past
+from .vocabulary import OpType, Status
 
 
 def decide(state: CellState, req: OpRequest) -> Decision:
@@ -66,7 +65,7 @@ def _reinstate(state: CellState, *, keep_contest: bool) -> tuple[list[Effect], i
     effects: list[Effect] = []
     alternatives = state.alternatives if keep_contest else ()
     for pred in state.predecessors:
-        if pred.status in RETRACTED_STATUSES:
+        if walks_past(pred.status):
             continue
         status = Status.CONTESTED if alternatives else Status.ACTIVE
         effects.append(Reinstate(pred.id, status))
@@ -130,8 +129,8 @@ def _reject(state: CellState, req: OpRequest) -> Decision:
             return _create(OpType.REJECT, req.value)
         if same_value(head.value, req.value):
             raise InvalidOperation("invalid: reject value equals the head it rejects")
-        effects, new_head = _install(state, req.value, head_becomes=Status.CONTRADICTED)
-        return Decision(op=OpType.REJECT, effects=tuple(effects), head_id=new_head)
+        installed, new_id = _install(state, req.value, head_becomes=Status.CONTRADICTED)
+        return Decision(op=OpType.REJECT, effects=tuple(installed), head_id=new_id)
     if head is None:
         raise InvalidOperation("invalid: reject needs a head")
     effects: list[Effect] = [Retype(head.id, Status.CONTRADICTED)]

@@ -1,38 +1,14 @@
-"""Value objects of the provenance graph: statuses, operation requests, cell states, effects."""
+"""Value objects of the provenance graph: operation requests, cell states, effects, decisions.
+The names they use (statuses, operations) are in :mod:`memory.domain.vocabulary`."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass, field
-from enum import StrEnum
+from dataclasses import dataclass
 from functools import lru_cache
 
-
-class Status(StrEnum):
-    ACTIVE = "active"
-    CONTESTED = "contested"
-    ALTERNATIVE = "alternative"
-    SUPERSEDED = "superseded"
-    CONTRADICTED = "contradicted"
-    REVOKED = "revoked"
-
-
-#: A version with one of these statuses is its key's head (at most one per key).
-HEAD_STATUSES = frozenset({Status.ACTIVE, Status.CONTESTED})
-#: Statuses that rollback walks past: the version was recorded wrong or retracted.
-RETRACTED_STATUSES = frozenset({Status.REVOKED, Status.CONTRADICTED})
-#: Statuses whose validity interval is open.
-OPEN_STATUSES = frozenset({Status.ACTIVE, Status.CONTESTED, Status.ALTERNATIVE})
-
-
-class OpType(StrEnum):
-    ACCEPT = "accept"
-    CONTEST = "contest"
-    REJECT = "reject"
-    REVOKE = "revoke"
-    RESOLVE = "resolve"
-    NOOP = "noop"
+from .vocabulary import OpType, Status, cell_status
 
 
 class InvalidOperation(Exception):
@@ -133,9 +109,7 @@ class CellState:
 
     @property
     def state(self) -> str:
-        if self.head is None:
-            return "empty"
-        return "contested" if self.head.status == Status.CONTESTED else "active"
+        return cell_status(self.head.status if self.head is not None else None)
 
 
 @dataclass(frozen=True)
@@ -206,4 +180,3 @@ class Decision:
     head_id: int | None
     applied: bool = True
     note: str = ""
-    touched: tuple[int, ...] = field(default=())

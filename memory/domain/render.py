@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-DISCLOSURES = ("support", "alternatives", "history")
+from .vocabulary import CellStatus
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class ClosedVersion:
 class CellText:
     key: str
     value: str | None
-    status: str  # active | contested | empty
+    status: str  # a CellStatus
     support: int = 0
     sources: tuple[str, ...] = ()
     alternatives: tuple[str, ...] = ()
@@ -30,11 +31,24 @@ def embedding_text(key: str, value: str) -> str:
     return f"{key}: {value}"
 
 
+def key_text(key: str) -> str:
+    """What a key is embedded as for soft identity: its words."""
+    return key.replace("_", " ")
+
+
+def evidence_text(text: str, facts: Sequence[Mapping[str, Any]] | None) -> str:
+    """What the raw reads show and embed for an observation: its text, else its facts."""
+    if text.strip():
+        return text.strip()
+    return "; ".join(f"{f.get('key')}: {f.get('value')}" for f in (facts or [])
+                     if f.get("value") is not None)
+
+
 def render_cell(cell: CellText, disclose: Iterable[str] = ()) -> str:
     """``key = value`` [``(contested)``], then the requested disclosures in a fixed order."""
     wanted = set(disclose)
     line = f"{cell.key} = {cell.value}" if cell.value is not None else f"{cell.key} = (empty)"
-    if cell.status == "contested":
+    if cell.status == CellStatus.CONTESTED:
         line += " (contested)"
     parts = [line]
     if "support" in wanted:

@@ -1,6 +1,7 @@
-"""Model-facing side of P-Mem: an OpenAI-compatible client, prompts, extraction, soft key
-identity, annotation, embedders and the rule extractor. No Django import at module level;
-the ``*_from_settings`` helpers import settings lazily."""
+"""Model-facing side of P-Mem: an OpenAI-compatible client, every prompt, extraction (the
+model or the rule extractor), soft key identity, annotation, the answer step and readout, the
+pruned read's judgement, embedders and an observation's vectors. It talks to models and
+nothing else: no ORM, no SQL, no services or selectors (``make lint`` enforces it)."""
 
 from __future__ import annotations
 

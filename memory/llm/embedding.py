@@ -16,12 +16,13 @@ import threading
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from django import conf
+from django.core.signals import setting_changed
 
-if TYPE_CHECKING:
-    from .client import ModelClient
+from .client import ModelClient
 
 DEFAULT_DIM = 384
 
@@ -85,7 +86,7 @@ class HashingEmbedder:
     (never the zero vector, whose cosine is undefined in pgvector)."""
 
     #: Local and fast (tens of microseconds a text): callers embed where they need a vector
-    #: instead of caching vectors in the database (issue 7).
+    #: instead of caching vectors in the database (decision 16).
     cheap = True
 
     def __init__(self, dim: int = DEFAULT_DIM) -> None:
@@ -236,14 +237,20 @@ def reset_embedder_cache() -> None:
         _CACHED = None
 
 
-def _build_embedder() -> Embedder:
-    from django.conf import settings
+def _forget_embedder(*, setting: str, **_: Any) -> None:
+    # The embedder is built once per process; a test's settings change must rebuild it.
+    if setting.startswith("PMEM_EMBED"):
+        reset_embedder_cache()
 
+
+setting_changed.connect(_forget_embedder)
+
+
+def _build_embedder() -> Embedder:
+    settings = conf.settings  # looked up now: tests stand a settings object in for it
     dim = int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_DIM))
     base_url = getattr(settings, "PMEM_EMBED_BASE_URL", "") or ""
     if base_url:
-        from .client import ModelClient
-
         client = ModelClient(
             base_url=base_url,
             model=getattr(settings, "PMEM_EMBED_MODEL", "") or "default",
@@ -267,3 +274,19 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     denom = float(np.linalg.norm(va) * np.linalg.norm(vb))
     return float(va @ vb / denom) if denom else 0.0
+
+
+def embed_texts(texts: list[str]) -> list[list[float]]:
+    """One batch through the configured embedder. Raises ``EmbeddingError`` when a remote
+    embedder fails after its retries."""
+    return embedder_from_settings().embed(texts) if texts else []
+
+
+def embed_batch(texts: Sequence[str]) -> tuple[list[list[float]], int]:
+    """:func:`embed_texts`, with the number of embedding calls it cost (a local embedder
+    costs none; a remote one costs one request per non-empty batch)."""
+    if not texts:
+        return [], 0
+    embedder = embedder_from_settings()
+    vectors = embedder.embed(list(texts))
+    return vectors, int(isinstance(embedder, RemoteEmbedder))

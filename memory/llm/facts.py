@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: How an observation states a value (paper A.4). Anything else is read as ``asserted``.
-ASSERTIONS: tuple[str, ...] = ("asserted", "hedged", "reported", "withdrawn")
+from memory.domain import ASSERTIONS, OpType
 
 #: The typed operations of SPEC §3, in the vocabulary the model answers in.
-OPS: tuple[str, ...] = ("accept", "contest", "reject", "revoke", "resolve", "noop")
+OPS: tuple[str, ...] = tuple(op.value for op in OpType)
 
 
 @dataclass(frozen=True)

@@ -27,15 +27,19 @@ none).
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
-from re import _constants as sre  # Python's own parser: the syntax stays Python's
-from re import _parser as sre_parse
 from typing import Any
 
 import re2
+
+# Python's own parser and its node types: the syntax stays Python's. (Private modules of `re`,
+# stable since 3.11, which typeshed does not describe.)
+sre: Any = importlib.import_module("re._constants")
+sre_parse: Any = importlib.import_module("re._parser")
 
 IGNORECASE = sre.SRE_FLAG_IGNORECASE
 ASCII = sre.SRE_FLAG_ASCII

@@ -1,10 +1,11 @@
-"""Prompts and JSON schemas for the three model jobs: extraction, annotation, key identity.
+"""Every prompt and JSON schema P-Mem sends a model: the write path's three jobs (extraction,
+annotation, key identity) and the reads' (answer, iterative readout, pruning).
 
-Each job is recognisable on the wire without parsing prose (the scripted test server relies on
-this): JSON jobs by their ``response_format`` schema name, every job by the first line of its
-system prompt, ``# <job name>``. Payloads sit between XML-like tags so they can be cut out
-exactly: ``<observation>`` (extraction), ``<facts>`` JSON (annotation), ``<key_a>``/``<key_b>``
-(identity).
+Each write-path job is recognisable on the wire without parsing prose (the scripted test server
+relies on this): JSON jobs by their ``response_format`` schema name, every job by the first line
+of its system prompt, ``# <job name>``. Payloads sit between XML-like tags so they can be cut
+out exactly: ``<observation>`` (extraction), ``<facts>`` JSON (annotation), ``<key_a>``/
+``<key_b>`` (identity). The read prompts are the paper's (B.4), recognised by their text.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .facts import ASSERTIONS, OPS
+from memory.domain import ASSERTIONS, Status
+
+from .facts import OPS
 
 EXTRACTION = "pmem_extraction"
 ANNOTATION = "pmem_annotation"
@@ -56,15 +59,7 @@ ANNOTATION_SCHEMA: dict[str, Any] = {
                     "new_value": _NULLABLE_STRING,
                     "status": {
                         "type": "string",
-                        "enum": [
-                            "active",
-                            "contested",
-                            "alternative",
-                            "superseded",
-                            "contradicted",
-                            "revoked",
-                            "unchanged",
-                        ],
+                        "enum": [*(status.value for status in Status), "unchanged"],
                     },
                     "supersedes": {"type": "boolean"},
                 },
@@ -145,3 +140,64 @@ def identity_messages(candidate_key: str, existing_key: str) -> list[dict[str, s
         "Do these two keys name the same attribute? Answer same or different."
     )
     return [{"role": "system", "content": IDENTITY_SYSTEM}, {"role": "user", "content": user}]
+
+
+# --- reads: the answer step, iterative readout, pruning ---------------------------------------
+
+FLAT_SYSTEM = (
+    "You answer questions from a memory of observations. The observations may conflict: when "
+    "two state different values of the same thing, the newer one holds now, and a newer fact "
+    "has the larger serial number ([t=...] or the number before it) when numbers are shown. "
+    "A later statement that an earlier one was reported in error cancels that earlier one. "
+    "Trust the memory over your own knowledge of the world. If two reports conflict and nothing "
+    "settles which holds, say that it is contested and name both values."
+)
+STATE_SYSTEM = (
+    "You answer questions from the current state of a memory: one line per key, the value "
+    "shown holds now; '(contested)' marks a value challenged by the alternatives listed. "
+    "Trust the memory over your own knowledge of the world. If a value is contested, say that "
+    "it is contested and name every candidate."
+)
+ANSWER_INSTRUCTION = "Answer with the answer only (a few words), no explanation."
+#: The answer prompts by name: "state" for materialized cells, "flat" for evidence reads.
+ANSWER_PROMPTS = {"flat": FLAT_SYSTEM, "state": STATE_SYSTEM}
+
+READOUT = "pmem_readout"
+LOOKUP_SYSTEM = STATE_SYSTEM + (
+    " If the memory shown is not enough, you may look up more memory by naming an entity and a "
+    "relation (for a question that chains facts, look up the next hop). Reply with JSON only: "
+    '{"action": "lookup", "entity": "...", "relation": "..."} or '
+    '{"action": "answer", "answer": "..."}.'
+)
+LOOKUP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "action": {"type": "string", "enum": ["lookup", "answer"]},
+        "entity": {"type": "string"},
+        "relation": {"type": "string"},
+        "answer": {"type": "string"},
+    },
+    "required": ["action"],
+    "additionalProperties": False,
+}
+
+PRUNE_PROMPT = (
+    "You check two memory snippets for one question. Answer with one word, yes or no.\n"
+    "Question: {query}\nSnippet A: {a}\nSnippet B: {b}\n"
+    "Do A and B state different values of the attribute the question asks about?"
+)
+GATE_PROMPT = (
+    "Answer with one word, yes or no. Does this question ask for the current value of "
+    "something that may have changed over time?\nQuestion: {query}"
+)
+
+
+def answer_messages(*, prompt: str, context: str, question: str) -> list[dict[str, str]]:
+    user = f"Memory:\n{context}\n\nQuestion: {question}\n{ANSWER_INSTRUCTION}"
+    return [{"role": "system", "content": ANSWER_PROMPTS[prompt]},
+            {"role": "user", "content": user}]
+
+
+def lookup_messages(*, context: str, question: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": LOOKUP_SYSTEM},
+            {"role": "user", "content": f"Memory:\n{context}\n\nQuestion: {question}"}]

@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
-from .graph import Applied, CellNotFound, OpInput, apply_in_transaction, operation_apply
-from .namespaces import InvalidName, membership_set, namespace_create, token_create
+from memory.domain import OpInput
+
+from .batch import Applied, CellNotFound
+from .erase import cell_erase
+from .graph import operation_apply
+from .namespaces import (
+    InvalidName,
+    LastAdmin,
+    membership_remove,
+    membership_set,
+    namespace_create,
+)
 from .observations import (
     ExtractionFailed,
     Recorded,
@@ -17,15 +27,24 @@ from .observations import (
     observations_ingest,
     observations_record,
 )
+from .planning import ModelUnavailable
+from .tokens import (
+    TokenRejected,
+    audit_record,
+    demo_secret,
+    token_authenticate,
+    token_create,
+    token_digest,
+    token_revoke,
+    token_usable,
+)
 
 __all__ = [
-    "Applied", "CellNotFound", "ExtractionFailed", "InvalidName", "OpInput", "Recorded",
-    "apply_in_transaction", "membership_set", "namespace_create", "namespace_drain",
+    "Applied", "CellNotFound", "ExtractionFailed", "InvalidName", "LastAdmin", "ModelUnavailable",
+    "OpInput", "Recorded", "TokenRejected", "audit_record", "cell_erase", "demo_secret",
+    "membership_remove", "membership_set", "namespace_create", "namespace_drain",
     "observation_commit", "observation_extract", "observation_fail", "observation_ingest",
     "observation_record", "observation_retry", "observations_ingest", "observations_record",
-    "operation_apply", "token_create",
+    "operation_apply", "token_authenticate", "token_create", "token_digest", "token_revoke",
+    "token_usable",
 ]
-
-from .erase import cell_erase  # noqa: E402
-
-__all__ += ["cell_erase"]

@@ -17,6 +17,7 @@ from django.db import connection, transaction
 from django.db.models import Q
 
 from memory.domain import normalize_key
+from memory.llm.embedding import embed_texts
 from memory.models import (
     Cell,
     EraseAudit,
@@ -30,6 +31,7 @@ from memory.models import (
 )
 
 from .graph import CellNotFound
+from .observations import evidence_text
 
 REDACTED = "[erased]"
 ERASE_TABLES = ("memory_version", "memory_cell", "memory_evidence", "memory_operation",
@@ -102,9 +104,6 @@ def _redact_evidence(namespace: Namespace, pattern: re.Pattern[str]) -> list[int
 
 
 def _reembed(evidence_ids: list[int]) -> None:
-    from memory.llm.pipeline import embed_texts
-    from memory.services.observations import evidence_text
-
     rows = list(Evidence.objects.filter(pk__in=evidence_ids))
     texts = [evidence_text(e) for e in rows]
     try:

@@ -4,6 +4,8 @@ working on and mark it failed, so that its namespace moves on."""
 
 from __future__ import annotations
 
+from memory.domain import EvidenceState
+from memory.llm.extraction import runs_locally
 from memory.models import Evidence
 
 from .observations import UNSETTLED, _next_unsettled, _ready, observation_fail
@@ -13,13 +15,11 @@ def observation_fail_if_unextracted(*, evidence_id: int, error: str) -> bool:
     """Fail the observation if its model extraction was still under way (unsettled, nothing
     extracted yet) and say so; False when it was past that point. Without a model nothing is
     extracted outside the drain: False."""
-    from memory.llm import pipeline
-
-    if pipeline.runs_locally():
+    if runs_locally():
         return False
     return bool(Evidence.objects.filter(pk=evidence_id, state__in=UNSETTLED,
                                         extracted__isnull=True)
-                .update(state=Evidence.State.FAILED, error=error[:2000]))
+                .update(state=EvidenceState.FAILED, error=error[:2000]))
 
 
 def namespace_head_fail(*, namespace_id: int, error: str) -> int | None:
@@ -30,10 +30,8 @@ def namespace_head_fail(*, namespace_id: int, error: str) -> int | None:
     A commit checks the state under a row lock, so a drain that raced ahead never commits an
     observation failed here; the price of the race is that the observation after it, when
     that drain had already committed the slow one, fails instead (and can be retried)."""
-    from memory.llm import pipeline
-
     head = _next_unsettled(namespace_id)
-    if not head or not _ready(head[0], pipeline.runs_locally()):
+    if not head or not _ready(head[0], runs_locally()):
         return None
     observation_fail(evidence_id=head[0].pk, error=error)
     return head[0].pk

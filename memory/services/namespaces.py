@@ -1,19 +1,25 @@
-"""Namespaces, API tokens and memberships."""
+"""Namespaces and memberships (API tokens: ``memory.services.tokens``)."""
 
 from __future__ import annotations
 
 import re
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
-from memory.models import ApiToken, Membership, Namespace
+from memory.models import AuditEntry, Membership, Namespace
+
+from .tokens import audit_record
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
 
 
 class InvalidName(ValueError):
     pass
+
+
+class LastAdmin(ValueError):
+    """The change would leave a namespace that has admins without one."""
 
 
 def namespace_create(*, name: str) -> Namespace:
@@ -26,13 +32,44 @@ def namespace_create(*, name: str) -> Namespace:
     return namespace
 
 
-def token_create(*, namespace: Namespace, client: str = "client") -> ApiToken:
-    """A new API token that reaches ``namespace`` only."""
-    return ApiToken.objects.create(namespace=namespace, client=client)
+def _refuse_last_admin(namespace: Namespace, user: User) -> None:
+    admins = list(Membership.objects.select_for_update().filter(
+        namespace=namespace, role=Membership.Role.ADMIN).values_list("user_id", flat=True))
+    if admins == [user.pk]:
+        raise LastAdmin(f"{user.get_username()} is the only admin of {namespace.name}; "
+                        "make another member admin first")
 
 
 @transaction.atomic
-def membership_set(*, namespace: Namespace, user: AbstractBaseUser, role: str) -> Membership:
+def membership_set(*, namespace: Namespace, user: User, role: str,
+                   actor: str = "system") -> Membership:
+    """Give ``user`` ``role`` in ``namespace`` (adding the membership if needed); audited when
+    it changes anything. Refuses to demote the namespace's last admin (LastAdmin)."""
+    role = Membership.Role(role).value
+    current = Membership.objects.select_for_update().filter(namespace=namespace, user=user).first()
+    if current is not None and current.role == role:
+        return current
+    if current is not None and current.role == Membership.Role.ADMIN:
+        _refuse_last_admin(namespace, user)
     membership, _ = Membership.objects.update_or_create(
         namespace=namespace, user=user, defaults={"role": role})
+    audit_record(namespace=namespace, actor=actor, action=AuditEntry.Action.MEMBER_SET,
+                 target=f"user {user.get_username()}",
+                 detail={"user": user.pk, "role": role,
+                         "was": current.role if current is not None else None})
     return membership
+
+
+@transaction.atomic
+def membership_remove(*, namespace: Namespace, user: User, actor: str) -> bool:
+    """Remove ``user`` from ``namespace``; audited. False when not a member. Refuses to
+    remove the last admin (LastAdmin)."""
+    current = Membership.objects.select_for_update().filter(namespace=namespace, user=user).first()
+    if current is None:
+        return False
+    if current.role == Membership.Role.ADMIN:
+        _refuse_last_admin(namespace, user)
+    current.delete()
+    audit_record(namespace=namespace, actor=actor, action=AuditEntry.Action.MEMBER_REMOVE,
+                 target=f"user {user.get_username()}", detail={"user": user.pk, "was": current.role})
+    return True

@@ -8,37 +8,45 @@ Life of an observation::
                          extractor or the model. The result is stored once (compare-and-swap),
                          so a redelivered task reuses it and never calls the model twice.
     namespace_drain      one drainer per namespace (a session-level advisory lock, never held
-                         inside a transaction): take the lowest unsettled seq; if extracted,
-                         resolve keys and annotate (model calls, outside any transaction), then
-                         commit all its operations and mark it committed in ONE transaction.
+                         inside a transaction): take the lowest unsettled seqs; prepare each
+                         (with a model: resolve keys and annotate, outside any transaction),
+                         then commit them in ONE transaction — one batch, one overlay, one
+                         statement per table — and mark them committed.
 
-Extraction may finish in any order; commitment never reorders. A crash anywhere leaves the
-evidence pending or processing, and the next delivery or drain finishes it exactly once.
+A single observation is a group of one: the same preparation, the same commit. Extraction may
+finish in any order; commitment never reorders. A crash anywhere leaves the evidence pending
+or processing, and the next delivery or drain finishes it exactly once.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from django.db import IntegrityError, OperationalError, connection, transaction
+from django.conf import settings
+from django.db import OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from memory.domain import OpType, normalize_key
-from memory.llm.pipeline import ModelUnavailable
-from memory.models import Evidence, Namespace, Operation
+from memory.domain import UNSETTLED_STATES, EvidenceState, Plan, render
+from memory.llm.client import is_transport_error
+from memory.llm.embedding import EmbeddingError
+from memory.llm.extraction import extract_text, runs_locally
+from memory.llm.vectors import Vectors, commit_vectors, observation_vectors
+from memory.models import Cell, Evidence, KeyAlias, Namespace
 
-from .binding import Float4Array, bound_cursor
+from .batch import Applied, Batch
+from .embeddings import refresh_after_commit
 from .frontier import frontier_flush_if_due
-from .graph import Applied, OpInput, apply_batch, open_group
+from .planning import ModelUnavailable, plan_facts, plan_with_model
+from .writer import Settled, mark_committed
 
 log = logging.getLogger("pmem.observations")
 
-UNSETTLED = (Evidence.State.PENDING, Evidence.State.PROCESSING)
+UNSETTLED = UNSETTLED_STATES
 _LOCK_CLASS = 0x504D  # "PM": the advisory-lock namespace of commit drains
 
 
@@ -82,6 +90,25 @@ def observation_record(
     return Recorded(evidence, created=True)
 
 
+def observations_record(*, namespace: Namespace, observations: list[dict[str, Any]],
+                        actor: str = "") -> list[Evidence]:
+    """Store several observations with consecutive seqs in one transaction (one INSERT)."""
+    allowed = {"text", "facts", "source", "observed_at"}
+    for item in observations:
+        unknown = set(item) - allowed
+        if unknown:
+            raise TypeError(f"unknown observation fields: {sorted(unknown)}")
+    if not observations:
+        return []
+    with transaction.atomic():
+        first = _take_seqs(namespace, len(observations))
+        return Evidence.objects.bulk_create([
+            Evidence(namespace=namespace, seq=first + i, text=item.get("text") or "",
+                     facts=item.get("facts"), source=item.get("source") or "",
+                     observed_at=item.get("observed_at"), actor=actor)
+            for i, item in enumerate(observations)])
+
+
 def _take_seqs(namespace: Namespace, n: int) -> int:
     """Reserve ``n`` consecutive seqs and return the first. Must run inside the recording
     transaction: the UPDATE holds the namespace row lock until commit, which makes seqs
@@ -107,8 +134,6 @@ def _fact_dict(key: str, value: str | None, *, op: str | None = None, version: i
 def extract_facts(evidence: Evidence) -> dict[str, Any]:
     """Keyed facts of an observation: the client's structured facts first, then what the
     text yields (the model when one is configured, else the rule extractor). No DB access."""
-    from memory.llm import pipeline
-
     facts = [
         _fact_dict(f["key"], f.get("value"), op=f.get("op"), version=f.get("version"),
                    hard_commit=bool(f.get("hard_commit")))
@@ -117,7 +142,7 @@ def extract_facts(evidence: Evidence) -> dict[str, Any]:
     result: dict[str, Any] = {"facts": facts, "extractor": "client" if facts else None,
                               "chat_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
     if evidence.text.strip():
-        extracted = pipeline.extract_text(evidence.text)
+        extracted = extract_text(evidence.text)
         result["facts"] = facts + extracted.facts
         result["extractor"] = extracted.extractor if not facts else f"client+{extracted.extractor}"
         result["raw"] = extracted.raw
@@ -129,21 +154,24 @@ def extract_facts(evidence: Evidence) -> dict[str, Any]:
     return result
 
 
+def evidence_text(evidence: Evidence) -> str:
+    """What the raw reads show and embed for an observation: its text, else its facts."""
+    return render.evidence_text(evidence.text, evidence.facts)
+
+
 def observation_extract(*, evidence_id: int) -> bool:
     """Extract once and store the result; returns False when the evidence is already settled
     (or has just failed).
 
     Costs one extraction call (when text and a model are there) and ONE embedding batch: the
     evidence text with every key and ``key: value`` of its facts, cached in ``extracted`` for
-    identity and the refresh after commit (:func:`memory.llm.pipeline.observation_vectors`).
+    identity and the refresh after commit (:func:`memory.llm.vectors.observation_vectors`).
     Raises :class:`ExtractionFailed` when the model or the embedder is unreachable after its
     retries, so the task can retry. An answer that came back unusable (unparsable, wrong
     schema, empty) fails the observation at once, its raw answer kept in ``extracted``.
     Concurrent duplicate deliveries call the model once: the first claims the extraction
     (an advisory lock), the others return at once."""
-    from memory.llm import pipeline
-
-    if pipeline.runs_locally():
+    if runs_locally():
         return True  # no model, nothing remote: the drain extracts it inside its commit
     if not _try_claim_extraction(evidence_id):
         return True  # a duplicate delivery is extracting it right now, and drains after
@@ -168,10 +196,6 @@ def _release_extraction(evidence_id: int) -> None:
 
 
 def _extract_claimed(evidence_id: int) -> bool:
-    from memory.llm import pipeline
-    from memory.llm.client import is_transport_error
-    from memory.llm.embedding import EmbeddingError
-
     evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
     if evidence.state not in UNSETTLED:
         return False
@@ -181,48 +205,39 @@ def _extract_claimed(evidence_id: int) -> bool:
     error = result.get("extraction_error")
     costs = {"chat_calls": result["chat_calls"], "prompt_tokens": result["prompt_tokens"],
              "completion_tokens": result["completion_tokens"]}
+    unsettled = Evidence.objects.filter(pk=evidence_id, extracted__isnull=True,
+                                        state__in=UNSETTLED)
     if error and is_transport_error(error):
         raise ExtractionFailed(error)
     if error:
-        Evidence.objects.filter(pk=evidence_id, extracted__isnull=True, state__in=UNSETTLED).update(
-            extracted=result, state=Evidence.State.FAILED, error=f"extraction failed: {error}"[:2000],
-            **costs)
+        unsettled.update(extracted=result, state=EvidenceState.FAILED,
+                         error=f"extraction failed: {error}"[:2000], **costs)
         return False
     try:
-        vectors = pipeline.observation_vectors(text=evidence_text(evidence), facts=result["facts"])
+        vectors = observation_vectors(text=evidence_text(evidence), facts=result["facts"])
     except EmbeddingError as exc:
         raise ExtractionFailed(f"embedding failed: {exc}") from exc
     if vectors.cache:
         result["vectors"] = vectors.cache
-    Evidence.objects.filter(pk=evidence_id, extracted__isnull=True, state__in=UNSETTLED).update(
-        extracted=result, state=Evidence.State.PROCESSING, embedding=vectors.evidence,
-        embed_calls=vectors.embed_calls, **costs,
-    )
+    unsettled.update(extracted=result, state=EvidenceState.PROCESSING,
+                     embedding=vectors.evidence, embed_calls=vectors.embed_calls, **costs)
     return True
-
-
-def evidence_text(evidence: Evidence) -> str:
-    """What the raw reads show and embed for an observation: its text, else its facts."""
-    if evidence.text.strip():
-        return evidence.text.strip()
-    return "; ".join(f"{f.get('key')}: {f.get('value')}" for f in (evidence.facts or [])
-                     if f.get("value") is not None)
 
 
 def observation_fail(*, evidence_id: int, error: str) -> None:
     """Mark an observation failed so it no longer holds back its namespace."""
     Evidence.objects.filter(pk=evidence_id, state__in=UNSETTLED).update(
-        state=Evidence.State.FAILED, error=error[:2000])
+        state=EvidenceState.FAILED, error=error[:2000])
 
 
 def observation_retry(*, evidence: Evidence) -> bool:
     """Put a failed observation back in line. It keeps its seq and commits at the next drain
     (after observations that committed while it was failed). Returns False if not failed."""
-    return bool(Evidence.objects.filter(pk=evidence.pk, state=Evidence.State.FAILED).update(
-        state=Evidence.State.PENDING, error="", extracted=None))
+    return bool(Evidence.objects.filter(pk=evidence.pk, state=EvidenceState.FAILED).update(
+        state=EvidenceState.PENDING, error="", extracted=None))
 
 
-# --- commitment in seq order ----------------------------------------------------------------
+# --- the drain: commitment in seq order --------------------------------------------------------
 
 
 def in_transaction() -> bool:
@@ -265,12 +280,8 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
     leave the database between two observations, so the drain commits up to
     ``PMEM_COMMIT_GROUP`` consecutive observations in ONE transaction — group commit: one
     WAL flush and one transaction's bookkeeping for all of them, the same seq order, each
-    observation still planned against the state the previous one left (issue 7). With a
+    observation still planned against the state the previous one left (decision 14). With a
     model, each observation is annotated outside a transaction and committed on its own."""
-    from django.conf import settings
-
-    from memory.llm import pipeline
-
     assert not in_transaction(), "namespace_drain makes model calls: never inside a transaction"
     committed = 0
     while True:
@@ -278,15 +289,9 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
             return committed
         try:
             while limit is None or committed < limit:
-                local = pipeline.runs_locally()
-                size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
-                if limit is not None:
-                    size = min(size, limit - committed)
-                group = []
-                for evidence in _next_unsettled(namespace_id, size):
-                    if not _ready(evidence, local):
-                        break
-                    group.append(evidence)
+                local = runs_locally()
+                group = _next_group(namespace_id, local,
+                                    None if limit is None else limit - committed)
                 if not group:
                     break
                 committed += _commit_group(group, local)
@@ -294,16 +299,30 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
         finally:
             _unlock(namespace_id)
         following = _next_unsettled(namespace_id)
-        if (not following or not _ready(following[0], pipeline.runs_locally())
+        if (not following or not _ready(following[0], runs_locally())
                 or (limit and committed >= limit)):
             return committed
+
+
+def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Evidence]:
+    """The next observations in seq order that are ready: up to ``PMEM_COMMIT_GROUP`` of
+    them without a model, else one."""
+    size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
+    if room is not None:
+        size = min(size, room)
+    group = []
+    for evidence in _next_unsettled(namespace_id, size):
+        if not _ready(evidence, local):
+            break
+        group.append(evidence)
+    return group
 
 
 def _commit_group(group: list[Evidence], local: bool) -> int:
     """Commit ``group`` (consecutive seqs); one failing observation fails alone."""
     if local and len(group) > 1:
         try:
-            _commit_local(group)
+            _commit([_prepare(evidence, local=True) for evidence in group])
             return len(group)
         except Exception:  # find the culprit: commit them one at a time, below
             log.warning("group commit of %d observations failed; committing them one by one",
@@ -319,6 +338,115 @@ def _commit_group(group: list[Evidence], local: bool) -> int:
             observation_fail(evidence_id=evidence.pk,
                              error=f"commit failed: {type(exc).__name__}: {exc}")
     return len(group)
+
+
+def observation_commit(*, evidence: Evidence) -> list[Applied]:
+    """Prepare (with a model: annotate, outside a transaction) and apply all facts of one
+    extracted observation in one transaction: a group of one. The caller must hold the
+    namespace's drain lock."""
+    return _commit([_prepare(evidence, local=runs_locally())]).get(evidence.pk, [])
+
+
+# --- one commit for one observation or a group --------------------------------------------------
+
+
+@dataclass
+class _Prepared:
+    """An observation ready to commit: everything computed outside the transaction."""
+
+    evidence: Evidence
+    facts: list[dict[str, Any]]  # planned inside the commit, on the overlay (no model)
+    plan: Plan | None  # planned before it (with a model): applied as it is
+    vectors: Vectors  # what the commit may install (text -> vector)
+    settled: Settled
+    cached: dict[str, str] = field(default_factory=dict)  # packed vectors, for the refresh
+
+
+def _prepare(evidence: Evidence, *, local: bool) -> _Prepared:
+    """Extraction (local: now, if the drain extracts it) and every vector the commit needs,
+    computed before its transaction opens; with a model, the plan too."""
+    if local:
+        stored = evidence.extracted is not None
+        result = ({k: v for k, v in (evidence.extracted or {}).items() if k != "vectors"}
+                  if stored else extract_facts(evidence))
+        vector = None if stored else observation_vectors(text=evidence_text(evidence),
+                                                         facts=[]).evidence
+        facts = list(result.get("facts", []))
+        return _Prepared(evidence, facts, None,
+                         commit_vectors(((f.get("key"), f.get("value")) for f in facts), {}),
+                         Settled(evidence.pk, None if stored else result, vector))
+    extracted = dict(evidence.extracted or {})
+    slim = "vectors" in extracted  # the cached vectors serve this commit: keep the row small
+    cached = extracted.pop("vectors", None) or {}
+    plan = plan_with_model(namespace=evidence.namespace, facts=list(extracted.get("facts", [])),
+                           actor=evidence.actor, vectors=cached)
+    return _Prepared(
+        evidence, [], plan, commit_vectors(((i.key, i.value) for i, _ in plan.items), cached),
+        Settled(evidence.pk, extracted if slim else None, chat_calls=plan.chat_calls,
+                embed_calls=plan.embed_calls, prompt_tokens=plan.prompt_tokens,
+                completion_tokens=plan.completion_tokens),
+        cached)
+
+
+def _commit(prepared: list[_Prepared]) -> dict[int, list[Applied]]:
+    """Commit consecutive observations in ONE transaction: their evidence rows locked, the
+    cells of every key they name locked once (one batch), each planned — unless it came
+    planned — on the overlay of the previous ones' decisions, everything written with one
+    statement per table. Run again when PostgreSQL aborts it as a deadlock victim."""
+    first = prepared[0].evidence
+    out = _retrying(f"{len(prepared)} observation(s) from seq {first.seq}",
+                    lambda: _commit_transaction(prepared))
+    for p in prepared:
+        if out.get(p.evidence.pk):
+            _after_commit(p.evidence, out[p.evidence.pk], p.cached)
+    return out
+
+
+def _commit_transaction(prepared: list[_Prepared]) -> dict[int, list[Applied]]:
+    out: dict[int, list[Applied]] = {}
+    now = timezone.now()
+    with transaction.atomic():
+        # of=("self",): lock the evidence rows only, never their namespace's row (a flush's
+        # foreign-key check takes KEY SHARE on it, and would wait for this whole group).
+        locked = {e.pk: e for e in Evidence.objects.select_for_update(of=("self",))
+                  .defer("embedding").select_related("namespace")
+                  .filter(pk__in=[p.evidence.pk for p in prepared])}
+        live = [(locked[p.evidence.pk], p) for p in prepared
+                if p.evidence.pk in locked and locked[p.evidence.pk].state in UNSETTLED]
+        if not live:
+            return out  # redelivered tasks committed them already
+        namespace = live[0][0].namespace
+        for _, p in live:
+            _register_aliases(namespace, p.plan.aliases if p.plan else [])
+        batch = _open_batch(namespace, [p for _, p in live])
+        for row, p in live:
+            plan = p.plan or plan_facts(facts=p.facts, actor=row.actor, overlay=batch.overlay)
+            batch.apply(plan.items, evidence=row)
+        for applied in batch.write():
+            out.setdefault(applied.operation.evidence_id or 0, []).append(applied)
+        mark_committed([p.settled for _, p in live], now)
+    return out
+
+
+def _open_batch(namespace: Namespace, prepared: list[_Prepared]) -> Batch:
+    """The batch of a commit: the cells of every key its observations name, a cell created
+    for every key an operation could create (those left unused are deleted again)."""
+    keys: list[str] = []
+    creating: list[str] = []
+    named: list[int | None] = []
+    vectors: Vectors = {}
+    for p in prepared:
+        vectors.update(p.vectors)
+        if p.plan is not None:
+            keys += [item.key for item, _ in p.plan.items]
+            creating += [item.key for item, _ in p.plan.items if item.creates]
+            named += [item.version_id for item, _ in p.plan.items]
+        else:
+            keys += [str(f.get("key") or "") for f in p.facts]
+            creating += [str(f.get("key") or "") for f in p.facts
+                         if f.get("value") is not None and str(f["value"]).strip()]
+    return Batch.open(namespace=namespace, keys=keys, creating=creating, vectors=vectors,
+                      named=named)
 
 
 #: SQLSTATEs after which the same transaction may simply be run again: deadlock detected,
@@ -342,56 +470,11 @@ def _retrying(what: str, commit: Callable[[], T], attempts: int = 3) -> T:
     raise AssertionError("unreachable")
 
 
-def observation_commit(*, evidence: Evidence) -> list[Applied]:
-    """Annotate (outside a transaction) and apply all facts of one extracted observation in
-    one transaction. The caller must hold the namespace's drain lock."""
-    from memory.llm import pipeline
-
-    if pipeline.runs_locally():
-        return _commit_local([evidence]).get(evidence.pk, [])
-    extracted = dict(evidence.extracted or {})
-    cached = "vectors" in extracted
-    vectors = extracted.pop("vectors", None) or {}
-    plan = pipeline.plan_operations(namespace=evidence.namespace,
-                                    facts=list(extracted.get("facts", [])),
-                                    actor=evidence.actor, vectors=vectors)
-    literals = pipeline.commit_vectors(((i.key, i.value) for i, _ in plan.items), vectors)
-
-    def commit() -> list[Applied] | None:
-        with transaction.atomic():
-            locked = Evidence.objects.select_for_update().defer("embedding").get(pk=evidence.pk)
-            if locked.state not in UNSETTLED:
-                return None  # a redelivered task lost the race: it was committed already
-            _register_aliases(locked.namespace, plan.aliases)
-            applied = apply_batch(namespace=locked.namespace, items=plan.items, evidence=locked,
-                                  vectors=literals)
-            # The cached vectors have served their purpose: keep the row small.
-            slim = {"extracted": extracted} if cached else {}
-            Evidence.objects.filter(pk=locked.pk).update(
-                state=Evidence.State.COMMITTED, committed_at=timezone.now(), error="", **slim,
-                chat_calls=locked.chat_calls + plan.chat_calls,
-                embed_calls=locked.embed_calls + plan.embed_calls,
-                prompt_tokens=locked.prompt_tokens + plan.prompt_tokens,
-                completion_tokens=locked.completion_tokens + plan.completion_tokens,
-            )
-        return applied
-
-    applied = _retrying(f"evidence {evidence.pk}", commit)
-    if applied is None:
-        return []
-    _after_commit(evidence, applied, vectors)
-    return applied
-
-
 def _after_commit(evidence: Evidence, applied: list[Applied], vectors: dict[str, str]) -> None:
-    from memory.llm import pipeline
-
     if all(a.embedded or a.cell is None or a.decision is None for a in applied):
         return  # the commit wrote every moved cell's embedding itself
-
     try:  # the commit stands whatever happens here; stale embeddings refresh later
-        calls = pipeline.after_commit(namespace=evidence.namespace, applied=applied,
-                                      vectors=vectors)
+        calls = refresh_after_commit(applied, vectors)
     except Exception:
         log.exception("refreshing embeddings after evidence %s failed", evidence.pk)
         calls = 0
@@ -399,111 +482,15 @@ def _after_commit(evidence: Evidence, applied: list[Applied], vectors: dict[str,
         Evidence.objects.filter(pk=evidence.pk).update(embed_calls=F("embed_calls") + calls)
 
 
-def _commit_local(group: list[Evidence]) -> dict[int, list[Applied]]:
-    """Extract, plan and apply ``group`` (consecutive seqs, no model involved) in ONE
-    transaction. Extraction and every vector (the evidence's, each fact's ``key: value`` and
-    key) are computed before it opens; planning runs inside it, so each observation sees what
-    the previous one wrote."""
-    from memory.llm import pipeline
-
-    prepared = []
-    for evidence in group:
-        if evidence.extracted is not None:
-            result = {k: v for k, v in evidence.extracted.items() if k != "vectors"}
-            vector, fresh = None, False
-        else:
-            result = extract_facts(evidence)
-            vector = pipeline.observation_vectors(text=evidence_text(evidence),
-                                                  facts=[]).evidence
-            fresh = True
-        vectors = pipeline.commit_vectors(
-            ((f.get("key"), f.get("value")) for f in result.get("facts", [])), {})
-        prepared.append((evidence, result, vector, fresh, vectors))
-
-    def commit() -> dict[int, list[Applied]]:
-        out: dict[int, list[Applied]] = {}
-        now = timezone.now()
-        with transaction.atomic():
-            # of=("self",): lock the evidence rows only, never their namespace's row (a flush's
-            # foreign-key check takes KEY SHARE on it, and would wait for this whole group).
-            locked = {e.pk: e for e in Evidence.objects.select_for_update(of=("self",))
-                      .defer("embedding")
-                      .select_related("namespace").filter(pk__in=[e.pk for e in group])}
-            live = [(locked[evidence.pk], list(result.get("facts", [])), result, vector, fresh,
-                     vectors)
-                    for evidence, result, vector, fresh, vectors in prepared
-                    if evidence.pk in locked and locked[evidence.pk].state in UNSETTLED]
-            if not live:
-                return out  # redelivered tasks committed them already
-            # One batch for the whole group: its cells locked once, each observation planned on
-            # the overlay of the previous ones' decisions, everything written with one statement
-            # per table at the end (issue 7).
-            merged: dict[str, Any] = {}
-            for *_, vectors in live:
-                merged.update(vectors)
-            facts_of = [facts for _, facts, *_ in live]
-            batch = open_group(
-                namespace=live[0][0].namespace,
-                keys=[str(f.get("key") or "") for facts in facts_of for f in facts],
-                creating={str(f.get("key") or "") for facts in facts_of for f in facts
-                          if f.get("value") is not None and str(f["value"]).strip()},
-                vectors=merged)
-            for row, facts, *_ in live:
-                plan = pipeline.plan_locally(facts=facts, actor=row.actor, heads=batch.head_views,
-                                             withdrawn=batch.withdrawn_target)
-                batch.apply_observation(row, plan.items)
-            for applied in batch.write():
-                out.setdefault(applied.operation.evidence_id, []).append(applied)
-            _mark_committed([(row.pk, result if fresh else None, vector)
-                             for row, _, result, vector, fresh, _ in live], now)
-        return out
-
-    out = _retrying(f"{len(group)} observation(s) from seq {group[0].seq}", commit)
-    for evidence in group:
-        if out.get(evidence.pk):
-            _after_commit(evidence, out[evidence.pk], {})
-    return out
-
-
-def _mark_committed(done: list[tuple[int, dict[str, Any] | None, Any]], now: Any) -> None:
-    """ONE UPDATE for the group's evidence rows: committed, with the extraction result and
-    the evidence vector where the commit computed them."""
-    import json
-
-    from django.core.serializers.json import DjangoJSONEncoder
-
-    from memory.models import EMBED_DIM
-
-    if not done:
-        return
-    vectors: list[Any] = []
-    at = []
-    for _, _, vector in done:
-        at.append(len(vectors) if vector is not None else None)
-        if vector is not None:
-            vectors.append(vector)
-    with bound_cursor() as cur:
-        cur.execute(
-            "UPDATE memory_evidence AS e SET state = 'committed', committed_at = %(now)b,"
-            " error = '', extracted = COALESCE(v.extracted, e.extracted),"
-            " embedding = COALESCE((%(embs)b::float4[])[v.at * %(dim)b + 1 :"
-            " (v.at + 1) * %(dim)b]::vector, e.embedding)"
-            " FROM unnest(%(ids)b::bigint[], %(extracted)b::jsonb[], %(at)b::int[])"
-            " AS v(id, extracted, at) WHERE e.id = v.id",
-            {"now": now, "ids": [d[0] for d in done],
-             "extracted": [json.dumps(d[1], cls=DjangoJSONEncoder) if d[1] is not None else None
-                           for d in done],
-             "at": at, "embs": Float4Array(vectors, EMBED_DIM), "dim": EMBED_DIM})
-
-
 def _register_aliases(namespace: Namespace, aliases: list[tuple[str, str]]) -> None:
-    from memory.models import Cell, KeyAlias
-
     for alias, canonical in aliases:
         cell = Cell.objects.filter(namespace=namespace, key=canonical).first()
         if cell is not None:
             KeyAlias.objects.bulk_create([KeyAlias(namespace=namespace, cell=cell, alias=alias)],
                                          ignore_conflicts=True)
+
+
+# --- in-process ingest (benchmarks, the demo loader, tests) --------------------------------------
 
 
 def observation_ingest(
@@ -538,32 +525,9 @@ def observations_ingest(*, namespace: Namespace, observations: list[dict[str, An
     return [by_id[e.pk] for e in recorded]
 
 
-def observations_record(*, namespace: Namespace, observations: list[dict[str, Any]],
-                        actor: str = "") -> list[Evidence]:
-    """Store several observations with consecutive seqs in one transaction (one INSERT)."""
-    allowed = {"text", "facts", "source", "observed_at"}
-    for item in observations:
-        unknown = set(item) - allowed
-        if unknown:
-            raise TypeError(f"unknown observation fields: {sorted(unknown)}")
-    if not observations:
-        return []
-    with transaction.atomic():
-        first = _take_seqs(namespace, len(observations))
-        return Evidence.objects.bulk_create([
-            Evidence(namespace=namespace, seq=first + i, text=item.get("text") or "",
-                     facts=item.get("facts"), source=item.get("source") or "",
-                     observed_at=item.get("observed_at"), actor=actor)
-            for i, item in enumerate(observations)])
-
-
-def operations_of(evidence: Evidence) -> list[Operation]:
-    return list(Operation.objects.filter(evidence=evidence).order_by("id"))
-
-
 __all__ = [
-    "ExtractionFailed", "IntegrityError", "OpInput", "OpType", "Recorded", "namespace_drain",
-    "normalize_key", "observation_commit", "observation_extract", "observation_fail",
+    "ExtractionFailed", "Recorded", "evidence_text", "extract_facts", "namespace_drain",
+    "observation_commit", "observation_extract", "observation_fail",
     "observation_ingest", "observation_record", "observation_retry", "observations_ingest",
-    "observations_record", "operations_of",
+    "observations_record",
 ]

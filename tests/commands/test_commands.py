@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 
 from memory.models import ApiToken, Evidence, Membership, SourceTrust
 from memory.selectors import cell_detail
+from memory.services import token_digest
 
 pytestmark = pytest.mark.django_db
 
@@ -23,7 +24,8 @@ def run(*args: str) -> str:
 def test_pmem_namespace_create_prints_a_token_scoped_to_it():
     line = json.loads(run("pmem_namespace", "create", "agent-7"))
     assert line["namespace"] == "agent-7"
-    assert ApiToken.objects.get(key=line["token"]).namespace.name == "agent-7"
+    token = ApiToken.objects.get(digest=token_digest(line["token"]))
+    assert token.namespace.name == "agent-7" and token.scope == "review"
     again = json.loads(run("pmem_namespace", "create", "agent-7"))  # exists: a new token
     assert again["namespace"] == "agent-7" and again["token"] != line["token"]
 
@@ -35,7 +37,9 @@ def test_pmem_namespace_refuses_a_bad_name():
 
 def test_pmem_demo_fills_every_kind_of_history_once():
     token = run("pmem_demo", "--print-token").strip()
-    assert ApiToken.objects.get(key=token).namespace.name == "demo"
+    stored = ApiToken.objects.get(digest=token_digest(token))
+    assert stored.namespace.name == "demo" and stored.scope == "review"
+    assert run("pmem_demo", "--print-token").strip() == token  # the same token every run
     assert Membership.objects.get(namespace__name="demo", user__username="demo").role == "reviewer"
     count = Evidence.objects.filter(namespace__name="demo").count()
     run("pmem_demo")

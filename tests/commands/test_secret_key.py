@@ -19,6 +19,7 @@ OLD_CONSTANT = "pmem-dev-only-insecure-key-change-me-in-production"
 
 def test_a_key_is_made_once_per_data_directory_and_kept_private(tmp_path: Path) -> None:
     first = development_secret_key(tmp_path)
+    development_secret_key.cache_clear()  # as a new process would
     assert len(first) >= 50 and first != OLD_CONSTANT
     assert development_secret_key(tmp_path) == first  # kept across restarts
     assert stat.S_IMODE((tmp_path / FILE_NAME).stat().st_mode) == 0o600
@@ -47,7 +48,8 @@ def test_processes_starting_at_once_agree_on_one_key(tmp_path: Path) -> None:
 
 def _settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     code = ("import django, json; django.setup(); from django.conf import settings as s; "
-            "print(json.dumps([s.SECRET_KEY, s.PMEM_HTTPS]))")
+            "import pathlib; made = pathlib.Path(s.PMEM_DATA_DIR).exists(); "
+            "print(json.dumps([made, str(s.SECRET_KEY), s.PMEM_HTTPS]))")
     base = {k: v for k, v in os.environ.items() if k not in ("PMEM_SECRET_KEY", "PMEM_HTTPS")}
     return subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False,
@@ -58,11 +60,14 @@ def _settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
              **env})
 
 
-def test_settings_use_the_data_directorys_key(tmp_path: Path) -> None:
-    done = _settings(tmp_path)
+def test_settings_use_the_data_directorys_key_made_at_first_use(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = _settings(data)
     assert done.returncode == 0, done.stderr
-    key, https = json.loads(done.stdout.strip().splitlines()[-1])
-    assert key == (tmp_path / FILE_NAME).read_text().strip() and https is False
+    made_on_import, key, https = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not made_on_import  # importing the settings made nothing; signing did
+    assert key == (data / FILE_NAME).read_text().strip() and https is False
+    assert json.loads(_settings(data).stdout.strip().splitlines()[-1])[1] == key
 
 
 def test_https_without_a_secret_key_is_refused(tmp_path: Path) -> None:
@@ -72,4 +77,4 @@ def test_https_without_a_secret_key_is_refused(tmp_path: Path) -> None:
     assert not (tmp_path / FILE_NAME).exists()
     done = _settings(tmp_path, PMEM_HTTPS="1", PMEM_SECRET_KEY="s" * 60)
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["s" * 60, True]
+    assert json.loads(done.stdout.strip().splitlines()[-1])[1:] == ["s" * 60, True]

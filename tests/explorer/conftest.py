@@ -70,18 +70,54 @@ def chromium() -> Iterator[Any]:
         browser.close()
 
 
+# Every page reports each Content-Security-Policy violation to the console, with a marker the
+# fixture looks for (Chromium's own "Refused to ..." console messages are caught too).
+CSP_MARK = "CSP violation:"
+CSP_REPORTER = """
+document.addEventListener("securitypolicyviolation", (e) => {
+  console.error("MARK " + e.effectiveDirective + " blocked " + (e.blockedURI || "inline") +
+                " at " + e.sourceFile + ":" + e.lineNumber + " sample=" + e.sample);
+});
+""".replace("MARK", CSP_MARK)
+
+
+def is_csp_violation(text: str) -> bool:
+    return text.startswith(CSP_MARK) or "Content Security Policy" in text
+
+
 class Browsing:
-    """One browser context for a test: a page, its console errors, login and screenshots."""
+    """One browser context for a test: a page, its console errors, CSP violations, login and
+    screenshots. Every test that uses it fails on a CSP violation or on an explorer page
+    served without a Content-Security-Policy header (checked when the test ends)."""
 
     def __init__(self, browser: Any, base_url: str) -> None:
         self.base_url = base_url
         self.context = browser.new_context(viewport=VIEWPORT)
+        self.context.add_init_script(CSP_REPORTER)
         self.page = self.context.new_page()
         self.page.set_default_timeout(15_000)
         self.errors: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        self.csp_violations: list[str] = []
+        self.page.on("console", self._console)
         self.page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
         self.page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm: the user says yes
+        self.page.on("response", self._response)
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error":
+            self.errors.append(message.text)
+        if is_csp_violation(message.text):
+            self.csp_violations.append(message.text)
+
+    def _response(self, response: Any) -> None:
+        # Every HTML page the server sends carries the policy (so a violation can be seen).
+        if response.url.startswith(self.base_url) and \
+                response.headers.get("content-type", "").startswith("text/html") and \
+                "content-security-policy" not in response.headers:
+            self.csp_violations.append(f"no Content-Security-Policy header on {response.url}")
+
+    def assert_no_csp_violation(self) -> None:
+        assert self.csp_violations == [], "CSP violations:\n" + "\n".join(self.csp_violations)
 
     def url(self, path: str) -> str:
         return self.base_url + path
@@ -111,5 +147,6 @@ def browsing(chromium: Any, live_server: Any) -> Iterator[Browsing]:
     b = Browsing(chromium, live_server.url)
     try:
         yield b
+        b.assert_no_csp_violation()
     finally:
         b.context.close()

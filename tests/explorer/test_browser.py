@@ -21,7 +21,8 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 def _open_cell(b: Browsing, ns: Any, key: str) -> None:
     b.goto(f"/ns/{ns.name}/cells/{key}/")
-    b.page.wait_for_function("window.pmemGraph && window.pmemGraph.renders >= 1")
+    # An arrow function: Playwright eval()s a bare expression in the page, which the CSP refuses.
+    b.page.wait_for_function("() => window.pmemGraph && window.pmemGraph.renders >= 1")
 
 
 def _graph_counts(b: Browsing) -> dict[str, int]:
@@ -232,7 +233,7 @@ def test_read_modes_side_by_side_and_the_operation_log(browsing: Browsing, demo_
 def test_an_operation_node_shows_its_observation_and_links_to_the_whole(
         browsing: Browsing, demo_ns: Any, make_user: Any) -> None:
     # The retraction's observation supports no version; its text is held once, on its
-    # evidence node, and the revoke's details still say why (decision 20).
+    # evidence node, and the revoke's details still say why (decision 21).
     b = browsing
     b.login(make_user("viewer", demo_ns))
     _open_cell(b, demo_ns, "mug_1_location")

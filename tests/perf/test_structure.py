@@ -1,4 +1,4 @@
-"""What keeps the write and read paths fast, asserted structurally (issue 7).
+"""What keeps the write and read paths fast, asserted structurally (decisions 14-19).
 
 ``manage.py pmem_bench perf`` measures the times; these tests pin down why they hold: the
 statements a commit issues do not grow with the observation's history or the namespace's, a
@@ -31,7 +31,7 @@ pytestmark = pytest.mark.django_db
 FACTS = 30
 #: Statements one observation of 30 facts may cost, end to end (record, extract, plan,
 #: commit, embedding refresh; BEGIN/COMMIT included). It was 35 when this was first written,
-#: 25 after issue 7's second pass (no separate extraction round trip without a model).
+#: 25 since the drain extracts inside its commit without a model (decision 14).
 MAX_STATEMENTS_PER_OBSERVATION = 28
 
 
@@ -200,7 +200,7 @@ def test_a_small_namespace_is_not_read_by_scanning_every_namespaces_copies(make_
 
 def test_no_hnsw_index_on_cells_and_one_on_the_frontier_copy():
     # Every non-HOT update of a row inserts into each HNSW index of its table: a head move
-    # rewrites the cell row, so the cell table must carry none (issue 7).
+    # rewrites the cell row, so the cell table must carry none (decision 15).
     with connection.cursor() as cur:
         cur.execute("SELECT tablename, indexname FROM pg_indexes WHERE tablename IN"
                     " ('memory_cell', 'memory_frontiervector') AND indexdef ILIKE '%%USING hnsw%%'")
@@ -257,7 +257,7 @@ def test_the_commits_bulk_statements_are_prepared_unless_turned_off(ns, settings
         assert cur.fetchone()[0] == (1 if prepared else 0)
 
 
-# --- bounded memory per request: what each read loads of memory_evidence (decision 20) --------
+# --- bounded memory per request: what each read loads of memory_evidence (decision 21) --------
 
 #: What no list, graph or page loads of an observation unless it shows it: the client's facts
 #: (up to a megabyte of JSON), the extraction and the embedding. The text is the observation

@@ -1,4 +1,4 @@
-"""The data migration of keys in every script (0007_keys_every_script), run on data the old
+"""The data migration of keys in every script (0008_keys_every_script), run on data the old
 normalisation wrote (ASCII only: ``電話 1`` and ``住所 1`` both stored as ``1``)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from memory.services import observation_record
 
 pytestmark = pytest.mark.django_db
 
-migration = importlib.import_module("memory.migrations.0007_keys_every_script")
+migration = importlib.import_module("memory.migrations.0008_keys_every_script")
 
 
 def _old_cell(ns, key: str, *, raw_keys: list[str] = (), text: str = "") -> Cell:

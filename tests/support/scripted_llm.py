@@ -27,6 +27,7 @@ import base64
 import json
 import re
 import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,10 +56,12 @@ class Fault:
     """One scripted misbehaviour. Use the constants and factories on the class:
     ``Fault.INVALID_JSON``, ``WRONG_SCHEMA``, ``UNKNOWN_OP``, ``FOREIGN_KEY``, ``EMPTY``,
     ``HTTP_429``, ``HTTP_500``, ``Fault.TIMEOUT(seconds)``, ``Fault.CUSTOM(body)``,
-    ``Fault.HTTP(status, retry_after=None)``.
+    ``Fault.HTTP(status, retry_after=None)``, ``Fault.HOLD(seconds)``.
 
     ``CUSTOM`` replaces the assistant's message content of a chat answer (the whole response
-    body of an embeddings answer). ``TIMEOUT`` sleeps before answering normally.
+    body of an embeddings answer). ``TIMEOUT`` sleeps before answering normally. ``HOLD``
+    answers normally once the test calls :meth:`ScriptedLLM.release` (at the latest after
+    ``seconds``): an order of events a test waits for, not a duration it hopes is enough.
     """
 
     kind: str
@@ -78,6 +81,10 @@ class Fault:
     @staticmethod
     def TIMEOUT(seconds: float = 5.0) -> Fault:  # noqa: N802 - reads like the constants
         return Fault("timeout", seconds=seconds)
+
+    @staticmethod
+    def HOLD(seconds: float = 60.0) -> Fault:  # noqa: N802
+        return Fault("hold", seconds=seconds)
 
     @staticmethod
     def CUSTOM(body: str) -> Fault:  # noqa: N802
@@ -117,6 +124,7 @@ class ScriptedLLM:
         self._replies: dict[str, list[Any]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._released = threading.Event()
         self._extractor = RuleExtractor()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -215,6 +223,17 @@ class ScriptedLLM:
     def _end(self) -> None:
         with self._lock:
             self._in_flight -= 1
+
+    def release(self) -> None:
+        """Let every request held by a ``HOLD`` fault answer (now and until :meth:`reset`)."""
+        self._released.set()
+
+    def _hold(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while not self._released.is_set() and not self._stop.is_set():
+            if time.monotonic() >= deadline:
+                return
+            self._released.wait(0.02)
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -331,6 +350,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.scripted._sleep(
                 delay + (fault.seconds if fault and fault.kind == "timeout" else 0)
             )
+            if fault is not None and fault.kind == "hold":
+                self.scripted._hold(fault.seconds)
             self._answer(job, body, fault)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test): nothing to answer
@@ -361,7 +382,7 @@ class _Handler(BaseHTTPRequestHandler):
             normal = self.scripted._scripted_reply(job, user)
         else:
             normal = "ok"
-        if fault is not None and fault.kind != "timeout":
+        if fault is not None and fault.kind not in ("timeout", "hold"):
             content = _faulty_content(job, fault, normal)
         else:
             content = normal if isinstance(normal, str) else json.dumps(normal)

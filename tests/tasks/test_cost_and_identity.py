@@ -1,4 +1,4 @@
-"""What an observation costs in model calls (issue 4: at most two chat calls whatever the
+"""What an observation costs in model calls (at most two chat calls whatever the
 number of facts, one embedding batch), and soft key identity through the worker."""
 
 from __future__ import annotations
@@ -128,8 +128,13 @@ def test_without_a_model_keys_match_exactly_after_normalisation(celery_worker_pr
 
 def test_cost_benchmark_reports_calls_per_observation(transactional_db, tmp_path):
     from bench.cost import run_cost
+    from tests.support.scripted_llm import ScriptedLLM
 
-    table = run_cost(tmp_path, n_observations=4, facts_per_observation=(1, 5))
+    server = ScriptedLLM().start()
+    try:
+        table = run_cost(tmp_path, n_observations=4, facts_per_observation=(1, 5), server=server)
+    finally:
+        server.close()
     report = json.loads((tmp_path / "cost.json").read_text())
     assert "| facts_per_observation |" in table and (tmp_path / "cost.md").exists()
     for row in report["results"]:

@@ -1,4 +1,4 @@
-"""The model-backed write path through real Celery workers (issue 4): text in, cells out;
+"""The model-backed write path through real Celery workers: text in, cells out;
 a misbehaving model never loses an observation, commits half of one, or makes two heads."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from memory.models import Cell, Evidence, Operation, Version
 from memory.selectors import cell_detail
 from memory.services import observation_retry
 from tests.support.scripted_llm import Fault
-from tests.support.worker import wait_until
+from tests.support.worker import reset_server, wait_until
 from tests.tasks.helpers import (
     assert_memory_consistent,
     enqueue,
@@ -161,21 +161,30 @@ def test_unreachable_annotator_fails_the_observation_without_a_partial_commit(
 # --- ordering, failure and retry --------------------------------------------------------------
 
 
-def test_commit_follows_seq_even_when_later_extractions_finish_first(llm_worker, llm_server,
-                                                                     ns):
-    llm_server.push(Fault.TIMEOUT(1.5), job="extraction")  # slow, but inside the 2 s timeout
+def test_commit_follows_seq_even_when_later_extractions_finish_first(celery_worker_proc,
+                                                                     llm_server, ns):
+    # The first extraction is held until the later three are extracted (an order of events,
+    # not a delay that a loaded machine may outrun); a worker of its own with a model timeout
+    # longer than the hold, and enough processes for the three to run beside the held one.
+    reset_server(llm_server)
+    worker = celery_worker_proc(llm=llm_server, concurrency=4, PMEM_LLM_TIMEOUT="120")
+    llm_server.push(Fault.HOLD(90), job="extraction")
     first = submit(ns, "mug_location = place 1\nseen = 1")
-    wait_until(lambda: llm_server.counts["extraction"] >= 1, message="first extraction")
+    wait_until(lambda: llm_server.counts["extraction"] >= 1, timeout=60,
+               message="first extraction")
     rest = submit(ns, *[f"mug_location = place {i}\nseen = {i}" for i in (2, 3, 4)])
 
     def later_extracted_first_waiting() -> bool:
         states = dict(Evidence.objects.filter(namespace=ns).values_list("seq", "state"))
         return states[1] == "pending" and all(states[s] == "processing" for s in (2, 3, 4))
 
-    wait_until(later_extracted_first_waiting, timeout=1.4,
-               message="seq 2-4 extracted while seq 1 is still extracting")
-    assert not Operation.objects.filter(namespace=ns).exists()  # nothing committed before 1
-    assert settle(first + rest, llm_worker) == ["committed"] * 4
+    try:
+        wait_until(later_extracted_first_waiting, timeout=60,
+                   message="seq 2-4 extracted while seq 1 is still extracting")
+        assert not Operation.objects.filter(namespace=ns).exists()  # nothing before seq 1
+    finally:
+        llm_server.release()
+    assert settle(first + rest, worker) == ["committed"] * 4
     seqs = list(Operation.objects.filter(namespace=ns).order_by("id").values_list("seq",
                                                                                   flat=True))
     assert seqs == sorted(seqs) == [1, 1, 2, 2, 3, 3, 4, 4]

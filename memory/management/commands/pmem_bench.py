@@ -12,6 +12,10 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.test import override_settings
 
+from bench import report
+from bench.runners import SCENARIOS, RunConfig
+from memory.llm.client import client_from_settings
+
 
 def _ints(raw: str) -> tuple[int, ...]:
     return tuple(int(x.replace("_", "")) for x in raw.split(",") if x.strip())
@@ -43,8 +47,6 @@ class Command(BaseCommand):
     help = "Run a benchmark scenario (paper §4, Appendix B) and write JSON, Markdown and PNG."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        from bench.runners import SCENARIOS
-
         parser.add_argument("scenario", choices=sorted(SCENARIOS))
         parser.add_argument("--cases", type=int, default=None,
                             help="cases per axis value (default 140); questions for datasets")
@@ -81,9 +83,6 @@ class Command(BaseCommand):
         self.stdout.write(table)
 
     def _run(self, options: dict[str, Any]) -> str:
-        from bench import report
-        from bench.runners import SCENARIOS, RunConfig
-        from memory.llm.client import client_from_settings
 
         scenario = options["scenario"]
         config = RunConfig(run_id=f"{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}", out=options["out"],

@@ -1,7 +1,8 @@
 """``manage.py pmem_demo``: the demo user, namespace and histories that show every operation.
 
 Idempotent: the histories are written once (when the namespace has no evidence yet); the user,
-membership and token are ensured on every run. ``--print-token`` prints the demo API token.
+membership and token are ensured on every run. ``--print-token`` prints the demo API token
+(scope review): the same one on every run, though the database keeps only its hash.
 """
 
 from __future__ import annotations
@@ -9,16 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from memory.domain.scopes import LEGACY_SCOPE
 from memory.models import ApiToken, Evidence, Membership, Namespace
 from memory.services import (
+    demo_secret,
     membership_set,
     namespace_create,
     observation_ingest,
     operation_apply,
     token_create,
+    token_digest,
+    token_usable,
 )
 
 MOVES = ["countertop 1", "cabinet 3", "sinkbasin 1", "drawer 2", "shelf 1", "fridge 1",
@@ -80,8 +85,22 @@ class Command(BaseCommand):
             membership_set(namespace=namespace, user=user, role=Membership.Role.REVIEWER)
         if not Evidence.objects.filter(namespace=namespace).exists():
             load_histories(namespace)
-        token = ApiToken.objects.filter(namespace=namespace, client="demo").first()
-        if token is None:
-            token = token_create(namespace=namespace, client="demo")
+        secret = demo_token(namespace)
         if options["print_token"]:
-            self.stdout.write(token.key)
+            self.stdout.write(secret)
+
+
+def demo_token(namespace: Namespace) -> str:
+    """The demo token (scope review), the same on every run: derived from the secret key, so
+    it can be printed again although the database keeps only its hash. If someone revoked it,
+    the next generation is made."""
+    for generation in range(1000):
+        secret = demo_secret(generation)
+        token = ApiToken.objects.filter(digest=token_digest(secret)).first()
+        if token is None:
+            token_create(namespace=namespace, client="demo", name="demo", secret=secret,
+                         scope=LEGACY_SCOPE)
+            return secret
+        if token.namespace_id == namespace.pk and token_usable(token):
+            return secret
+    raise CommandError("every demo token is revoked; make one with pmem_token create demo")

@@ -100,7 +100,7 @@ class _Report:
 
     def print(self) -> None:
         if self.lines:
-            print("\n  0007_keys_every_script:")
+            print("\n  0008_keys_every_script:")
             for line in self.lines:
                 print(f"    {line}")
 
@@ -208,7 +208,7 @@ def forwards(apps: Any, schema_editor: Any) -> list[str]:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0005_frontier_namespace_index'),
+        ('memory', '0007_token_hashes'),
     ]
 
     operations = [

@@ -1,5 +1,5 @@
 """``pmem_bench perf``, section *graph memory*: peak RSS of a gunicorn worker serving one cell's
-graph (decision 20).
+graph (decision 21).
 
 The probe that found it: one observation of 500 facts on one key, each value 1.9 KB (a 962 KB
 body, under the limit), then ``GET .../cells/blob/graph/`` — 3.36 GB in the web worker, and a
@@ -29,8 +29,25 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import Any
+from urllib.error import HTTPError
+from urllib.request import Request, urlopen
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import psutil
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+from django.db import connection
+
+from memory.services import observation_ingest, token_create
+
+from .common import new_namespace
+from .stack import free_port
 
 PROBE_FACTS = 500
 PROBE_VALUE_CHARS = 1900
@@ -63,11 +80,7 @@ class Web:
     benchmark's database."""
 
     def __init__(self, root: Path, logs: Path, label: str) -> None:
-        from django.db import connection
-
-        from bench.perf import _free_port
-
-        self.root, self.label, self.port = root, label, _free_port()
+        self.root, self.label, self.port = root, label, free_port()
         self.log = logs / f"graph-web-{label}.log"
         self.env = {**os.environ, "PYTHONPATH": str(root), "PYTHONUNBUFFERED": "1",
                     "DJANGO_SETTINGS_MODULE": "pmem_site.settings",
@@ -90,9 +103,6 @@ class Web:
 
     def worker(self, timeout: float = 90.0, not_pid: int | None = None) -> int:
         """The worker's pid once it answers (the master respawns a worker that exits)."""
-        import psutil
-        import requests
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc is None or self.proc.poll() is not None:
@@ -100,7 +110,7 @@ class Web:
             with contextlib.suppress(Exception):
                 children = [p.pid for p in psutil.Process(self.proc.pid).children()
                             if p.pid != not_pid]
-                if children and requests.get(f"{self.url}/healthz", timeout=5).ok:
+                if children and _get(f"{self.url}/healthz", {}, 5)[0] == 200:
                     return int(children[0])
             time.sleep(0.2)
         raise RuntimeError(f"gunicorn ({self.label}) not ready after {timeout:.0f}s: {self.log}")
@@ -113,10 +123,8 @@ class Web:
         return self.worker(not_pid=old)
 
     def read(self, path: str, headers: dict[str, str], warm_path: str) -> Reading:
-        import requests
-
         self.fresh_worker()
-        requests.get(self.url + warm_path, headers=headers, timeout=60)  # code paths loaded
+        _get(self.url + warm_path, headers, 60)  # code paths loaded
         pid = self.worker()
         base = _status_kib(pid, "VmRSS")
         Path(f"/proc/{pid}/clear_refs").write_text("5")  # resets VmHWM to the current RSS
@@ -140,9 +148,8 @@ class Web:
         started = time.perf_counter()
         status, size = None, 0
         try:
-            response = requests.get(self.url + path, headers=headers, timeout=600)
-            status, size = response.status_code, len(response.content)
-        except requests.RequestException:
+            status, size = _get(self.url + path, headers, 600)
+        except OSError:
             pass
         seconds = time.perf_counter() - started
         peak = RSS_CAP_MIB * 1024
@@ -170,8 +177,6 @@ class Web:
 
 def _grow(ns: Any, key: str, first: int, last: int) -> None:
     """Observations ``first``..``last - 1`` of the probe: 500 facts on ``key``, 1.9 KB each."""
-    from memory.services import observation_ingest
-
     for o in range(first, last):
         observation_ingest(namespace=ns, source="perf:graph", facts=[
             {"key": key, "value": f"{o:03d}.{i:03d} " + "v" * (PROBE_VALUE_CHARS - 8)}
@@ -180,16 +185,6 @@ def _grow(ns: Any, key: str, first: int, last: int) -> None:
 
 def _session_cookie() -> str:
     """A logged-in explorer session (a superuser), without a login form round trip."""
-    from importlib import import_module
-
-    from django.conf import settings
-    from django.contrib.auth import (
-        BACKEND_SESSION_KEY,
-        HASH_SESSION_KEY,
-        SESSION_KEY,
-        get_user_model,
-    )
-
     user_model = get_user_model()
     user = (user_model.objects.filter(username="perf-graph").first()
             or user_model.objects.create_superuser("perf-graph", "perf@example.org", None))
@@ -203,10 +198,7 @@ def _session_cookie() -> str:
 
 def graph_memory(perf: Any, baseline: Path | None) -> None:
     """Peak worker RSS for the probe's graph at each size, this code (and ``baseline``)."""
-    from bench.perf import _namespace
-    from memory.services import observation_ingest, token_create
-
-    ns = _namespace(perf, "graph")
+    ns = new_namespace(perf, "graph")
     # A one-version key: each measured request follows a warm-up request for it, so both
     # processes have loaded their code paths and neither carries a previous graph's garbage.
     observation_ingest(namespace=ns, source="perf:graph", facts=[{"key": "warm", "value": "w"}])
@@ -266,10 +258,7 @@ def _report(perf: Any, label: str, endpoint: str, size: int, r: Reading) -> None
 
 def plot(path: Path, series: list[dict[str, Any]]) -> None:
     """Peak RSS per size and endpoint, new code beside the baseline (hatched: killed at cap)."""
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     sizes = sorted({s["observations"] for s in series})
     bars = sorted({(s["endpoint"], s["code"]) for s in series}, key=lambda b: (b[0], b[1] != "new"))
@@ -305,3 +294,12 @@ def plot(path: Path, series: list[dict[str, Any]]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _get(url: str, headers: dict[str, str], timeout: float) -> tuple[int, int]:
+    """(status, body bytes) of a GET; an HTTP error status is an answer, not an exception."""
+    try:
+        with urlopen(Request(url, headers=headers), timeout=timeout) as response:
+            return response.status, len(response.read())
+    except HTTPError as exc:
+        return exc.code, len(exc.read())

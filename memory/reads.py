@@ -1,0 +1,151 @@
+"""Reads for agents by mode (SPEC §7): the one registry of read modes, and the reads that
+need a model.
+
+A mode is one :class:`ReadMode` entry — its name, default ``k``, whether it needs a model, the
+answer prompt that reads its context, and the function that reads — and the API, the explorer,
+the answer step and the benchmarks all take their modes from :data:`READ_MODES`. Selectors
+never call a model: the pruned read and the iterative answer compose selectors with the model
+steps of :mod:`memory.llm` here, above both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from memory.llm import pruning
+from memory.llm.client import ModelClient, client_from_settings
+from memory.llm.readout import AnswerResult, answer, lookup_step
+from memory.selectors import (
+    FRONTIER_HEADER,
+    RAW_HEADER,
+    ReadResult,
+    evidence_for_pruning,
+    evidence_line,
+    frontier_read,
+    raw_read,
+)
+
+
+@dataclass(frozen=True)
+class ReadMode:
+    name: str
+    title: str  # as the explorer's comparison names it
+    default_k: int
+    needs_model: bool
+    prompt: str  # the answer prompt that reads this mode's context: "state" or "flat"
+    read: Callable[..., ReadResult]  # (namespace=, query=, k=, disclose=, gate=)
+
+
+def _frontier(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
+              gate: bool) -> ReadResult:
+    return frontier_read(namespace=namespace, query=query, k=k, disclose=disclose)
+
+
+def _raw(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
+         gate: bool) -> ReadResult:
+    return raw_read(namespace=namespace, query=query, k=k)
+
+
+def _raw_ordered(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
+                 gate: bool) -> ReadResult:
+    return raw_read(namespace=namespace, query=query, k=k, ordered=True)
+
+
+def _pruned(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
+            gate: bool) -> ReadResult:
+    return pruned_read(namespace=namespace, query=query, k=k, gate=gate)
+
+
+READ_MODES: dict[str, ReadMode] = {mode.name: mode for mode in (
+    ReadMode("frontier", "Frontier", 12, False, "state", _frontier),
+    ReadMode("raw", "Raw", 10, False, "flat", _raw),
+    ReadMode("raw_ordered", "Raw + order tags", 10, False, "flat", _raw_ordered),
+    ReadMode("pruned", "Pruned", 12, True, "flat", _pruned),
+)}
+#: The answer step reads in every read mode, and in one of its own: the iterative readout.
+ITERATIVE = "iterative"
+ANSWER_MODES: tuple[str, ...] = (*READ_MODES, ITERATIVE)
+
+
+def read(mode: str, *, namespace: Any, query: str, k: int | None = None,
+         disclose: Iterable[str] = (), gate: bool = False) -> ReadResult:
+    """Read ``namespace`` for ``query`` in ``mode`` (a key of :data:`READ_MODES`)."""
+    entry = READ_MODES[mode]
+    return entry.read(namespace=namespace, query=query, k=k or entry.default_k,
+                      disclose=tuple(disclose), gate=gate)
+
+
+def pruned_read(*, namespace: Any, query: str, k: int = 12, gate: bool = False) -> ReadResult:
+    """Raw top-k evidence with superseded statements pruned (SPEC §7): for each pair with
+    cosine ≥ 0.55 and different dates, the model says whether both state different values of
+    the queried attribute; on yes the earlier one is dropped. The date decides which is
+    stale — the model never judges recency. Without a model it says so and returns nothing."""
+    client = client_from_settings()
+    if client is None:
+        return ReadResult("pruned", "", [], 0, available=False,
+                          note="the pruned read needs a model: set PMEM_LLM_BASE_URL")
+    raw = raw_read(namespace=namespace, query=query, k=k)
+    if gate and not pruning.asks_current_value(client, query):
+        return ReadResult("pruned", raw.context, raw.items, raw.context_chars,
+                          note="gate: the question does not ask for a current value; not pruned")
+    rows = evidence_for_pruning([i["id"] for i in raw.items])
+    dropped = pruning.superseded(client, query, [
+        pruning.Candidate(e.id, (e.observed_at or e.received_at).date(), e.seq, evidence_line(e),
+                          e.embedding) for e in (rows[i["id"]] for i in raw.items)])
+    items = [i for i in raw.items if i["id"] not in dropped]
+    context = "\n".join([RAW_HEADER, *(i["text"] for i in items)])
+    return ReadResult("pruned", context, items, len(context),
+                      note=f"pruned {len(dropped)} superseded observation(s)")
+
+
+# --- the answer step ----------------------------------------------------------------------------
+
+MAX_LOOKUPS = 3
+CELLS_PER_LOOKUP = 6
+
+
+def model_answer(mode: str, *, client: ModelClient, namespace: Any, query: str,
+                 k: int | None = None, disclose: Iterable[str] = (),
+                 gate: bool = False) -> AnswerResult:
+    """A model answers ``query`` from a read in ``mode`` (one of :data:`ANSWER_MODES`)."""
+    if mode == ITERATIVE:
+        return iterative_answer(client, namespace=namespace, question=query, k=k or 12,
+                                disclose=tuple(disclose))
+    context = read(mode, namespace=namespace, query=query, k=k, disclose=disclose,
+                   gate=gate).context
+    return answer(client, question=query, context=context, prompt=READ_MODES[mode].prompt)
+
+
+def iterative_answer(client: ModelClient, *, namespace: Any, question: str, k: int = 12,
+                     disclose: tuple[str, ...] = ()) -> AnswerResult:
+    """Frontier top-k, then up to three lookups of six new cells each, then an answer
+    (paper B.4)."""
+    first = frontier_read(namespace=namespace, query=question, k=k, disclose=disclose)
+    lines = [item["line"] for item in first.items]
+    seen = {item["key"] for item in first.items}
+    out = AnswerResult(answer="", context=first.context, context_chars=first.context_chars)
+    for _ in range(MAX_LOOKUPS):
+        context = "\n".join([FRONTIER_HEADER, *lines])
+        step = lookup_step(client, question=question, context=context)
+        out.add_cost(prompt_tokens=step.prompt_tokens, completion_tokens=step.completion_tokens)
+        if step.action == "answer":
+            out.answer, out.context, out.context_chars = step.answer, context, len(context)
+            return out
+        if step.action != "lookup":
+            break  # malformed: force the answer now
+        query = f"{step.entity} {step.relation}".strip() or question
+        more = frontier_read(namespace=namespace, query=query, k=CELLS_PER_LOOKUP + len(seen),
+                             disclose=disclose)
+        fresh = [i for i in more.items if i["key"] not in seen][:CELLS_PER_LOOKUP]
+        seen |= {i["key"] for i in fresh}
+        lines += [i["line"] for i in fresh]
+        out.lookups.append({"entity": step.entity, "relation": step.relation,
+                            "found": str(len(fresh))})
+    context = "\n".join([FRONTIER_HEADER, *lines])
+    forced = answer(client, question=question, context=context, prompt="state")
+    out.answer, out.context, out.context_chars = forced.answer, context, len(context)
+    out.add_cost(prompt_tokens=forced.prompt_tokens, completion_tokens=forced.completion_tokens)
+    out.error = forced.error
+    return out

@@ -1,0 +1,179 @@
+"""Planning: an observation's facts become typed operations relative to the current heads
+(SPEC §5.3, §5.4).
+
+Planning reads the graph through an :class:`~memory.services.overlay.Overlay`: inside the
+commit's transaction, the locked overlay that already holds what the group's earlier
+observations did (no model involved, decision 14); with a model, a snapshot read before the
+transaction, because a model call never sits inside one (the namespace's drain lock keeps other
+commits out until the plan is applied). Client facts with an ``op`` are applied as asked;
+the others are annotated — by the model in ONE batched call, else deterministically.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from pgvector.django import CosineDistance
+
+from memory.domain import HeadView, OpInput, OpType, Plan, normalize_key
+from memory.domain.render import key_text
+from memory.llm.annotation import AnnotationItem, annotate, annotate_without_model
+from memory.llm.client import ModelClient, client_from_settings, is_transport_error
+from memory.llm.embedding import EmbeddingError, embed_batch
+from memory.llm.identity import confirm_same_key
+from memory.llm.vectors import unpack_vector
+from memory.models import Cell, Namespace
+
+from .overlay import Overlay, snapshot_overlay
+
+log = logging.getLogger("pmem.planning")
+
+#: The actor of an operation a client asked for without naming one.
+CLIENT_ACTOR = "api"
+
+
+class ModelUnavailable(Exception):
+    """The model could not be reached for a job that cannot be skipped (annotation): the
+    observation fails visibly and may be retried, instead of committing noops for an outage."""
+
+
+def plan_facts(*, facts: list[dict[str, Any]], actor: str, overlay: Overlay,
+               client: ModelClient | None = None, plan: Plan | None = None) -> Plan:
+    """Turn facts into typed operations relative to the overlay's heads.
+
+    Client facts with an ``op`` are applied as asked (invalid ones become logged noops).
+    Other facts are annotated: by ``client`` in ONE batched call, else deterministically
+    (accept; withdrawn → revoke of the named value). An answer that is unusable becomes noops
+    with the raw output kept; no answer at all (the model is unreachable after its retries)
+    raises :class:`ModelUnavailable`."""
+    plan = plan or Plan()
+    facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
+    known = overlay.head_views(sorted({normalize_key(f["key"]) for f in facts}))
+    to_annotate = [f for f in facts if not f.get("op")]
+    annotated = dict(zip(map(id, to_annotate), _annotate(to_annotate, known, client, plan),
+                         strict=True))
+    for fact in facts:
+        key = normalize_key(fact["key"])
+        value = None if fact.get("value") is None else str(fact["value"])
+        if fact.get("op"):
+            op, reason, raw = OpType(fact["op"]), "", ""
+            version, fact_actor = fact.get("version"), actor or CLIENT_ACTOR
+        else:
+            ann = annotated[id(fact)]
+            op, reason, raw, version = OpType(ann["op"]), ann["reason"], ann["raw"], None
+            value = ann["value"]
+            fact_actor = "annotator" if client is not None else "extractor"
+            if op == OpType.REVOKE:
+                version = overlay.withdrawn_target(key, value)
+                if version is None:
+                    op, reason = OpType.NOOP, f"withdrawn value {value!r} is not in memory"
+        plan.items.append((OpInput(key=key, op=op, value=value, version_id=version,
+                                   reason=reason, raw_output=raw, payload=_payload(fact)),
+                           fact_actor))
+    return plan
+
+
+def plan_with_model(*, namespace: Namespace, facts: list[dict[str, Any]], actor: str = "",
+                    vectors: dict[str, str] | None = None) -> Plan:
+    """:func:`plan_facts` outside any transaction, on a snapshot of the heads, with soft key
+    identity first when a model is configured. ``vectors`` are the observation's cached
+    embeddings (:func:`memory.llm.vectors.observation_vectors`)."""
+    plan = Plan()
+    client = client_from_settings()
+    facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
+    keys = sorted({normalize_key(f["key"]) for f in facts})
+    overlay = snapshot_overlay(namespace, keys)
+    if client is not None and _resolve_identities(namespace, facts, client, plan,
+                                                  vectors or {}, known=set(overlay.cells)):
+        overlay = snapshot_overlay(namespace, sorted({normalize_key(f["key"]) for f in facts}))
+    return plan_facts(facts=facts, actor=actor, overlay=overlay, client=client, plan=plan)
+
+
+def _payload(fact: dict[str, Any]) -> dict[str, Any]:
+    payload = {"assertion": fact.get("assertion", "asserted"),
+               "hard_commit": bool(fact.get("hard_commit"))}
+    if fact.get("alias_of"):
+        payload["alias_of"] = fact["alias_of"]  # the name the observation used
+    return payload
+
+
+def _annotate(facts: list[dict[str, Any]], heads: dict[str, HeadView],
+              client: ModelClient | None, plan: Plan) -> list[dict[str, Any]]:
+    if not facts:
+        return []
+    items = []
+    for fact in facts:
+        key = normalize_key(fact["key"])
+        head = heads.get(key)
+        items.append(AnnotationItem(
+            key=key, new_value="" if fact.get("value") is None else str(fact["value"]),
+            assertion=fact.get("assertion") or "asserted",
+            head_value=head.value if head else None, head_status=head.status if head else None,
+            alternatives=list(head.alternatives) if head else [],
+            hard_commit=bool(fact.get("hard_commit")), op_hint=fact.get("hint"),
+        ))
+    if client is None:
+        result = annotate_without_model(items)
+    else:
+        result = annotate(client, items)
+        plan.chat_calls += 1
+        plan.prompt_tokens += result.prompt_tokens
+        plan.completion_tokens += result.completion_tokens
+        if is_transport_error(result.error):
+            raise ModelUnavailable(f"annotation failed: {result.error}")
+    return [{"op": ann.op, "value": ann.value, "reason": ann.reason, "raw": result.raw or "",
+             "valid": ann.valid} for ann in result.ops]
+
+
+def _resolve_identities(namespace: Namespace, facts: list[dict[str, Any]],
+                        client: ModelClient, plan: Plan, cached: dict[str, str], *,
+                        known: set[str]) -> bool:
+    """Soft key identity (SPEC §5.3): a new key whose nearest registered key has cosine ≥ the
+    threshold is shown, by name only, to the model; on 'same' the fact moves to that key and
+    the new name becomes an alias (registered at commit). True when a fact moved."""
+    unknown = list(dict.fromkeys(k for k in (normalize_key(f["key"]) for f in facts)
+                                 if k not in known))
+    if not unknown:
+        return False
+    vectors = _key_vectors(unknown, cached, plan)
+    if vectors is None:
+        return False  # no embedder: exact match only (a fork is recoverable, a wrong merge not)
+    merged: dict[str, str] = {}
+    for key, vec in zip(unknown, vectors, strict=True):
+        nearest = (Cell.objects.filter(namespace=namespace, key_embedding__isnull=False)
+                   .annotate(d=CosineDistance("key_embedding", vec)).order_by("d")
+                   .values_list("key", "d").first())
+        if nearest is None or 1 - nearest[1] < settings.PMEM_IDENTITY_THRESHOLD:
+            continue
+        verdict = confirm_same_key(client, key, nearest[0])
+        plan.chat_calls += 1
+        plan.prompt_tokens += verdict.prompt_tokens
+        plan.completion_tokens += verdict.completion_tokens
+        if verdict.same:
+            merged[key] = nearest[0]
+            plan.aliases.append((key, nearest[0]))
+    for fact in facts:
+        key = normalize_key(fact["key"])
+        if key in merged:
+            fact["alias_of"], fact["key"] = key, merged[key]
+    return bool(merged)
+
+
+def _key_vectors(keys: list[str], cached: dict[str, str],
+                 plan: Plan) -> list[list[float]] | None:
+    """Vectors of ``keys`` from the observation's cache; the missing ones in one batch.
+    None when the embedder fails (soft identity is then skipped, and logged)."""
+    texts = [key_text(k) for k in keys]
+    missing = [t for t in texts if t not in cached]
+    fresh: dict[str, list[float]] = {}
+    if missing:
+        try:
+            vectors, calls = embed_batch(missing)
+        except EmbeddingError as exc:
+            log.warning("key identity skipped (embedder failed): %s", exc)
+            return None
+        plan.embed_calls += calls
+        fresh = dict(zip(missing, vectors, strict=True))
+    return [fresh[t] if t in fresh else unpack_vector(cached[t]) for t in texts]

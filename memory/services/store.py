@@ -1,0 +1,149 @@
+"""The SQL a commit reads with: the cells it locks, their versions, and the lookups the
+overlay makes when it must (a rollback chain, a withdrawn value, a late report's slot, the
+sources behind a head). Plain statements on Django's connection, rows as tuples: the ORM's
+compilation was a tenth of a commit (decision 19).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from django.db import connection
+
+from memory.domain import OPEN_STATUSES, RETRACTED_STATUSES, Status
+from memory.models import Cell, KeyAlias, Namespace, SourceTrust, SupportEdge, Version
+
+from .binding import bound_cursor
+
+#: Cell columns a commit never reads (the embeddings are refreshed after it, elsewhere).
+UNUSED_CELL_FIELDS = ("embedding", "key_embedding", "embedded_text")
+
+#: What a commit reads of a cell, in model field order (for ``Cell.from_db``).
+CELL_COLUMNS = tuple(f.attname for f in Cell._meta.concrete_fields
+                     if f.attname not in UNUSED_CELL_FIELDS)
+_LOCK_CELLS_SQL = (f"SELECT {', '.join(CELL_COLUMNS)} FROM memory_cell"
+                   " WHERE namespace_id = %s AND key = ANY(%s) ORDER BY key FOR UPDATE")
+_CREATE_CELLS_SQL = (
+    "INSERT INTO memory_cell (namespace_id, key, created_at, updated_at, embedded_text,"
+    " vector_stale) SELECT %b, k, %b, %b, '', false FROM unnest(%b::varchar[]) AS k"
+    " ON CONFLICT (namespace_id, key) DO NOTHING")
+
+#: A version as the overlay loads it.
+VERSION_COLUMNS = ("id, cell_id, value, status, supersedes_id, alternative_of_id, valid_from,"
+                   " valid_to, support")
+VersionRecord = Sequence[Any]
+
+
+def lock_cells(namespace_id: int, keys: list[str]) -> list[Cell]:
+    """``SELECT ... FOR UPDATE`` of the cells named ``keys``, in key order (so concurrent
+    batches lock alike). Rows become model instances the way the ORM loads them; the vectors
+    are not needed to decide, and decoding two 384-d vectors per cell was a tenth of a commit."""
+    with connection.cursor() as cur:
+        cur.execute(_LOCK_CELLS_SQL, [namespace_id, keys])
+        return [Cell.from_db(connection.alias, CELL_COLUMNS, row) for row in cur.fetchall()]
+
+
+def lock_alias_cells(namespace: Namespace, aliases: list[str]) -> dict[str, Cell]:
+    """The cells ``aliases`` name, each locked."""
+    found = {}
+    for alias, cell_id in KeyAlias.objects.filter(
+            namespace=namespace, alias__in=aliases).values_list("alias", "cell_id"):
+        found[alias] = (Cell.objects.select_for_update().defer(*UNUSED_CELL_FIELDS)
+                        .get(pk=cell_id))
+    return found
+
+
+def create_cells(namespace_id: int, keys: list[str], now: datetime) -> None:
+    """Insert-or-ignore cells for ``keys``: two writers may create one key at once."""
+    with bound_cursor() as cur:
+        cur.execute(_CREATE_CELLS_SQL, [namespace_id, now, now, keys])
+
+
+def open_versions(cell_ids: list[int], named_ids: list[int]) -> list[VersionRecord]:
+    """Open versions of the cells, plus versions named by id, in one query."""
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {VERSION_COLUMNS} FROM memory_version WHERE cell_id = ANY(%s) AND"
+                    " (status = ANY(%s) OR id = ANY(%s))",
+                    [cell_ids, sorted(OPEN_STATUSES), named_ids])
+        return list(cur.fetchall())
+
+
+def versions_by_id(ids: list[int]) -> list[VersionRecord]:
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {VERSION_COLUMNS} FROM memory_version WHERE id = ANY(%s)", [ids])
+        return list(cur.fetchall())
+
+
+# The walk of memory.domain.rollback in one query: follow supersedes while the version is one
+# a rollback walks past, so a revoke reads the nearest predecessors, never the whole history.
+_ROLLBACK_CHAIN_SQL = f"""
+WITH RECURSIVE chain AS (
+    SELECT {VERSION_COLUMNS}, 0 AS depth FROM memory_version WHERE id = %s
+    UNION ALL
+    SELECT v.id, v.cell_id, v.value, v.status, v.supersedes_id, v.alternative_of_id,
+           v.valid_from, v.valid_to, v.support, c.depth + 1
+      FROM memory_version v JOIN chain c ON v.id = c.supersedes_id
+     WHERE c.status = ANY(%s)
+)
+SELECT {VERSION_COLUMNS} FROM chain ORDER BY depth
+"""
+
+
+def rollback_chain_rows(first_id: int) -> list[VersionRecord]:
+    """The ``supersedes`` chain from ``first_id`` back to the first version a rollback may
+    reinstate (:func:`memory.domain.rollback.rollback_chain`, in SQL)."""
+    with connection.cursor() as cur:
+        cur.execute(_ROLLBACK_CHAIN_SQL, [first_id, sorted(RETRACTED_STATUSES)])
+        return list(cur.fetchall())
+
+
+def versions_newest_first(cell_id: int) -> list[tuple[int, str, str]]:
+    """``(id, value, status)`` of every version of the cell, newest first."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT id, value, status FROM memory_version WHERE cell_id = %s"
+                    " ORDER BY id DESC", [cell_id])
+        return list(cur.fetchall())
+
+
+def valid_froms(cell_id: int) -> list[tuple[datetime, int]]:
+    """``(valid_from, id)`` of every version of the cell."""
+    return list(Version.objects.filter(cell_id=cell_id).values_list("valid_from", "id"))
+
+
+def trust_levels(namespace: Namespace) -> dict[str, int]:
+    return dict(SourceTrust.objects.filter(namespace=namespace).values_list("source", "level"))
+
+
+def support_sources(version_id: int) -> list[str]:
+    """The sources of the evidence supporting a stored version."""
+    return list(SupportEdge.objects.filter(version_id=version_id, evidence__isnull=False)
+                .values_list("evidence__source", flat=True).distinct())
+
+
+_SNAPSHOT_SQL = f"""
+SELECT n.name, c.id, c.key, c.head_id, {', '.join('v.' + c for c in VERSION_COLUMNS.split(', '))}
+  FROM (SELECT key AS name, id AS cell_id FROM memory_cell
+         WHERE namespace_id = %(ns)s AND key = ANY(%(keys)s)
+        UNION ALL
+        SELECT alias, cell_id FROM memory_keyalias
+         WHERE namespace_id = %(ns)s AND alias = ANY(%(keys)s)) AS n
+  JOIN memory_cell c ON c.id = n.cell_id
+  LEFT JOIN memory_version v ON v.id = c.head_id
+"""
+
+
+def heads_of(namespace_id: int, keys: list[str]) -> list[tuple[Any, ...]]:
+    """Without a lock, in one query: for each key that names a cell (as its own name or an
+    alias), ``(name, cell id, cell key, head id, *head version columns)``."""
+    with connection.cursor() as cur:
+        cur.execute(_SNAPSHOT_SQL, {"ns": namespace_id, "keys": keys})
+        return list(cur.fetchall())
+
+
+def alternatives_of(cell_ids: list[int]) -> list[VersionRecord]:
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT {VERSION_COLUMNS} FROM memory_version WHERE cell_id = ANY(%s)"
+                    " AND status = %s ORDER BY id", [cell_ids, str(Status.ALTERNATIVE)])
+        return list(cur.fetchall())

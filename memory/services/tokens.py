@@ -1,0 +1,150 @@
+"""API tokens: made, checked, revoked — and the access audit log beside the operation log.
+
+A token is ``pmem_`` and 43 URL-safe random characters (256 bits). The database keeps its
+SHA-256 (``ApiToken.digest``) and its first characters (``prefix``), never the token: the
+secret is in the hands of whoever ``token_create`` returned it to, once. A plain hash is enough
+for a secret this long — nobody can guess their way back to it, so a slow password hash would
+only cost every request (docs/decisions.md, "API tokens are stored as SHA-256").
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from memory.domain.scopes import LEGACY_SCOPE, Scope, token_refusal
+from memory.models import ApiToken, AuditEntry, Namespace
+
+TOKEN_PREFIX = "pmem_"
+VISIBLE_CHARS = 12  # "pmem_" and 7 random characters: enough to tell tokens apart
+#: Longer than any token we make or made: anything longer is refused before it is hashed.
+MAX_TOKEN_CHARS = 256
+#: ``last_used_at`` is written at most this often per token, not on every request.
+LAST_USED_EVERY = timedelta(minutes=1)
+
+
+class TokenRejected(Exception):
+    """The presented token is unknown, malformed, revoked or expired (HTTP 401).
+
+    The message never says whether a token exists in another namespace: an unknown token and a
+    malformed one read the same."""
+
+
+def token_digest(raw: str) -> str:
+    """The stored form of a token: hex SHA-256 of its UTF-8 text (migration 0008 too)."""
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _new_secret() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def audit_record(*, namespace: Namespace, actor: str, action: str, target: str,
+                 detail: dict[str, Any] | None = None) -> AuditEntry:
+    """One row of the access audit log. Callers run it inside their own transaction."""
+    return AuditEntry.objects.create(namespace=namespace, actor=actor, action=action,
+                                     target=target[:200], detail=detail or {})
+
+
+def _target(token: ApiToken) -> str:
+    return f"token {token.prefix}… ({token.name or token.client})"
+
+
+@transaction.atomic
+def token_create(*, namespace: Namespace, client: str = "client", scope: Scope | str = LEGACY_SCOPE,
+                 name: str = "", created_by: User | None = None,
+                 expires_at: datetime | None = None, actor: str = "system",
+                 secret: str | None = None) -> ApiToken:
+    """A new token that reaches ``namespace`` only, within ``scope``; audited.
+
+    The returned instance carries the secret in ``key`` — the only time it exists outside
+    the caller's hands. ``scope`` defaults to ``review`` (everything, as tokens always could);
+    the explorer and ``pmem_token`` offer ``write`` first. ``secret`` is for the demo token,
+    derived from the secret key so ``make run`` can print it again (``demo_secret``)."""
+    raw = secret or _new_secret()
+    token = ApiToken.objects.create(
+        namespace=namespace, digest=token_digest(raw), prefix=raw[:VISIBLE_CHARS],
+        name=name[:100], client=(client or name or "client")[:100], scope=Scope(scope).value,
+        created_by=created_by, expires_at=expires_at)
+    audit_record(namespace=namespace, actor=actor, action=AuditEntry.Action.TOKEN_CREATE,
+                 target=_target(token),
+                 detail={"token": token.pk, "scope": token.scope, "client": token.client,
+                         "expires_at": expires_at.isoformat() if expires_at else None})
+    token.key = raw
+    return token
+
+
+def demo_secret(generation: int = 0) -> str:
+    """The demo namespace's token, derived from the secret key (HMAC) so that every
+    ``make run`` can print the same token although the database keeps only its hash. Anyone
+    who holds the secret key can forge sessions anyway; ``generation`` moves on past a demo
+    token someone revoked."""
+    mac = hmac.new(settings.SECRET_KEY.encode(), f"pmem demo token {generation}".encode(),
+                   hashlib.sha256).digest()
+    return TOKEN_PREFIX + base64.urlsafe_b64encode(mac).decode().rstrip("=")
+
+
+@transaction.atomic
+def token_revoke(*, token: ApiToken, actor: str) -> bool:
+    """Revoke ``token`` from now on (its next request gets 401); audited. False when it
+    was revoked already (nothing written)."""
+    now = timezone.now()
+    changed = ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(
+        revoked_at=now, revoked_by=actor[:200])
+    if not changed:
+        return False
+    token.revoked_at, token.revoked_by = now, actor[:200]
+    audit_record(namespace=token.namespace, actor=actor, action=AuditEntry.Action.TOKEN_REVOKE,
+                 target=_target(token), detail={"token": token.pk, "scope": token.scope})
+    return True
+
+
+def token_usable(token: ApiToken, now: datetime | None = None) -> bool:
+    return token_refusal(revoked_at=token.revoked_at, expires_at=token.expires_at,
+                         now=now or timezone.now()) is None
+
+
+def _well_formed(raw: str) -> bool:
+    # Tokens are printable ASCII without spaces; anything else (NUL bytes, 10 kB of
+    # padding, non-ASCII) cannot be one, and is refused without a query.
+    return 0 < len(raw) <= MAX_TOKEN_CHARS and raw.isascii() and raw.isprintable() \
+        and " " not in raw
+
+
+def token_authenticate(*, raw: str, now: datetime | None = None) -> ApiToken:
+    """The usable token whose secret is ``raw`` (with its namespace), else TokenRejected.
+
+    Looked up by digest (the unique index), then compared in constant time. Records the
+    last use with one conditional UPDATE at most once per ``LAST_USED_EVERY`` per token."""
+    now = now or timezone.now()
+    if not _well_formed(raw):
+        raise TokenRejected("invalid token")
+    digest = token_digest(raw)
+    token = ApiToken.objects.select_related("namespace").filter(digest=digest).first()
+    if token is None or not hmac.compare_digest(token.digest, digest):
+        raise TokenRejected("invalid token")
+    refusal = token_refusal(revoked_at=token.revoked_at, expires_at=token.expires_at, now=now)
+    if refusal is not None:
+        raise TokenRejected(refusal)
+    _touch(token, now)
+    return token
+
+
+def _touch(token: ApiToken, now: datetime) -> None:
+    stale = now - LAST_USED_EVERY
+    if token.last_used_at is not None and token.last_used_at > stale:
+        return
+    # Conditional: of concurrent requests that all saw a stale time, one writes.
+    ApiToken.objects.filter(pk=token.pk).filter(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale)).update(last_used_at=now)
+    token.last_used_at = now

@@ -1,0 +1,359 @@
+"""The writer: what a batch decided on its overlay, written with ONE statement per table.
+
+Ids come from the sequences up front, so rows reference each other in one pass; rows go in
+with ``INSERT ... SELECT FROM unnest(...)``, each column one typed array bound on the server in
+binary (decision 19) — Django's ``bulk_create`` built and quoted every field of every row, a
+fifth of a commit. The order of the version writes serves the partial unique index
+``one_head_per_key``: demote, insert, then promote.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection
+
+from memory.domain import (
+    HEAD_STATUSES,
+    NEW,
+    REINSTATE,
+    Decision,
+    EvidenceState,
+    OpInput,
+    Status,
+)
+from memory.domain.render import embedding_text, key_text
+from memory.llm.vectors import Vectors
+from memory.models import EMBED_DIM, Cell, Evidence, Namespace, Operation
+
+from .binding import Float4Array, bound_cursor
+from .overlay import Overlay, VersionRow
+
+#: Maps an overlay id (negative: created in this batch) to the stored one.
+IdMap = Callable[[int | None], int | None]
+
+
+@dataclass
+class PendingOp:
+    """One operation row to write (a reinstate row names the operation that caused it)."""
+
+    key: str
+    cell: Cell | None
+    item: OpInput
+    actor: str
+    type: str
+    requested: str
+    reason: str
+    payload: dict[str, Any]
+    evidence: Evidence | None
+    version_ref: int | None = None
+    cause: int | None = None  # reinstate rows: index of the causing operation
+    decision: Decision | None = None
+    invalid: str | None = None
+    reinstated: tuple[int, ...] = ()
+    support_refs: tuple[int, ...] = ()
+    tomb_refs: tuple[int, ...] = ()
+    head_before: int | None = None
+    head_after: int | None = None
+    new_id: int | None = None
+
+
+@dataclass
+class Written:
+    operations: list[Operation]  # one per pending op, in order
+    ids: IdMap
+    unembedded: set[int] = field(default_factory=set)  # moved cells whose vector is unknown
+
+
+def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now: datetime,
+          vectors: Vectors) -> Written:
+    if not ops:  # an observation without facts: nothing was decided
+        return Written([], lambda ref: ref)
+    new_rows = sorted((r for r in overlay.rows.values() if r.new), key=lambda r: -r.id)
+    version_ids, op_ids = _allocate_ids(len(new_rows), len(ops))
+    real = {r.id: vid for r, vid in zip(new_rows, version_ids, strict=True)}
+
+    def ids(ref: int | None) -> int | None:
+        return real.get(ref, ref) if ref is not None else None
+
+    operations = _write_operations(namespace, ops, op_ids, ids, now)
+    stored = [r for r in overlay.rows.values() if not r.new and r.dirty]
+    _update_versions([r for r in stored if r.status not in HEAD_STATUSES], ids)
+    _insert("memory_version", _VERSION_COLUMNS, [
+        (ids(r.id), namespace.pk, r.cell_id, r.value, str(r.status), r.valid_from, r.valid_to,
+         r.support, op_ids[r.created_by or 0], ids(r.supersedes_id), ids(r.alternative_of_id),
+         now) for r in new_rows])
+    _update_versions([r for r in stored if r.status in HEAD_STATUSES], ids)
+    _insert("memory_supportedge", _SUPPORT_COLUMNS, [
+        (ids(ref), op.evidence.pk if op.evidence else None, op_id)
+        for op, op_id in zip(ops, op_ids, strict=True) for ref in op.support_refs])
+    _insert("memory_tombstone", _TOMBSTONE_COLUMNS, [
+        (ids(ref), op_id, now) for op, op_id in zip(ops, op_ids, strict=True)
+        for ref in op.tomb_refs])
+    written = Written(operations, ids)
+    written.unembedded = _move_heads(overlay, ids, now, vectors)
+    _drop_unused_cells(overlay)
+    return written
+
+
+# --- operations -------------------------------------------------------------------------------
+
+_OPERATION_COLUMNS = (
+    ("id", "bigint"), ("namespace_id", "bigint"), ("cell_id", "bigint"), ("key", "varchar"),
+    ("type", "varchar"), ("requested", "varchar"), ("actor", "varchar"),
+    ("evidence_id", "bigint"), ("seq", "bigint"), ("version_id", "bigint"), ("value", "text"),
+    ("payload", "jsonb"), ("reason", "text"), ("raw_output", "text"), ("prompt_tokens", "int"),
+    ("completion_tokens", "int"), ("created_at", "timestamptz"))
+_OPERATION_NAMES = tuple(name for name, _ in _OPERATION_COLUMNS)
+assert list(_OPERATION_NAMES) == [f.attname for f in Operation._meta.concrete_fields], \
+    "keep _OPERATION_COLUMNS in field order"
+
+
+def _write_operations(namespace: Namespace, ops: Sequence[PendingOp], op_ids: list[int],
+                      ids: IdMap, now: datetime) -> list[Operation]:
+    rows = []
+    for op, op_id in zip(ops, op_ids, strict=True):
+        ev_id, seq = (op.evidence.pk, op.evidence.seq) if op.evidence else (None, None)
+        first = op.cause is None  # else a reinstate row, caused by the op it names
+        cause = None if first else op_ids[op.cause or 0]
+        rows.append((
+            op_id, namespace.pk, op.cell.pk if op.cell is not None else None, op.key, op.type,
+            str(op.requested), op.actor, ev_id, seq, ids(op.version_ref),
+            op.item.value if first else None, _payload(op, ids, cause),
+            op.reason if first else f"rollback after operation {cause}",
+            op.item.raw_output if first else "", op.item.prompt_tokens if first else 0,
+            op.item.completion_tokens if first else 0, now))
+    _insert("memory_operation", _OPERATION_COLUMNS, [
+        (*row[:11], json.dumps(row[11], cls=DjangoJSONEncoder), *row[12:]) for row in rows])
+    return [_stored_operation(row, namespace, op.cell, op.evidence)
+            for row, op in zip(rows, ops, strict=True)]
+
+
+def _stored_operation(row: tuple[Any, ...], namespace: Namespace, cell: Cell | None,
+                      evidence: Evidence | None) -> Operation:
+    """The model instance of a row just inserted, built the way the ORM loads one (positional,
+    no keyword parsing), with its namespace, cell and evidence attached (no query later)."""
+    operation = Operation.from_db(connection.alias, _OPERATION_NAMES, row)
+    cache = operation._state.fields_cache
+    cache["namespace"] = namespace
+    if cell is not None:
+        cache["cell"] = cell
+    if evidence is not None:
+        cache["evidence"] = evidence
+    return operation
+
+
+def _payload(op: PendingOp, ids: IdMap, cause: int | None) -> dict[str, Any]:
+    """An operation's log payload with stored ids (the overlay's are temporary): the version
+    it named, the heads before and after, and its effects."""
+    payload = dict(op.payload)
+    if isinstance(payload.get("version"), int):
+        payload["version"] = ids(payload["version"])
+    if op.decision is not None and op.cause is None:
+        payload["head_before"] = ids(op.head_before)
+        payload["head_after"] = ids(op.head_after)
+        payload["effects"] = _effects_json(op.decision, op.new_id, ids)
+    if cause is not None:
+        payload["cause"] = cause
+    return payload
+
+
+def _effects_json(decision: Decision, new_id: int | None, ids: IdMap) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for effect in decision.effects:
+        row: dict[str, Any] = {"effect": type(effect).__name__}
+        for name, val in vars(effect).items():
+            if name.endswith("id"):
+                val = ids(new_id if val == NEW else val)
+            row[name] = str(val) if isinstance(val, Status) else val
+        out.append(row)
+    return out
+
+
+def reinstate_op(cause: PendingOp, index: int, version_id: int, status: Status) -> PendingOp:
+    """The log row of a predecessor reopened by rollback (decision 5)."""
+    return PendingOp(cause.key, cause.cell, cause.item, cause.actor, REINSTATE,
+                     cause.item.op, "rollback", {"status": str(status)}, cause.evidence,
+                     version_ref=version_id, cause=index)
+
+
+# --- versions, edges, heads -------------------------------------------------------------------
+
+_VERSION_COLUMNS = (
+    ("id", "bigint"), ("namespace_id", "bigint"), ("cell_id", "bigint"), ("value", "text"),
+    ("status", "varchar"), ("valid_from", "timestamptz"), ("valid_to", "timestamptz"),
+    ("support", "int"), ("created_by_id", "bigint"), ("supersedes_id", "bigint"),
+    ("alternative_of_id", "bigint"), ("created_at", "timestamptz"))
+_SUPPORT_COLUMNS = (("version_id", "bigint"), ("evidence_id", "bigint"),
+                    ("operation_id", "bigint"))
+_TOMBSTONE_COLUMNS = (("version_id", "bigint"), ("operation_id", "bigint"),
+                      ("created_at", "timestamptz"))
+
+
+def _insert(table: str, columns: Sequence[tuple[str, str]], rows: list[tuple[Any, ...]]) -> None:
+    """Insert ``rows`` with ONE statement: each column travels as one typed array."""
+    if not rows:
+        return
+    names = ", ".join(name for name, _ in columns)
+    arrays = ", ".join(f"%b::{kind}[]" for _, kind in columns)
+    with bound_cursor() as cur:
+        cur.execute(f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})",
+                    [list(col) for col in zip(*rows, strict=True)])
+
+
+def _update_versions(rows: list[VersionRow], ids: IdMap) -> None:
+    """One UPDATE for many versions: status, interval, support and supersedes edge."""
+    if not rows:
+        return
+    with bound_cursor() as cur:
+        cur.execute(
+            "UPDATE memory_version AS t SET status = v.status, valid_to = v.valid_to,"
+            " support = t.support + v.delta, supersedes_id = v.sup"
+            " FROM unnest(%b::bigint[], %b::varchar[], %b::timestamptz[], %b::int[],"
+            " %b::bigint[]) AS v(id, status, valid_to, delta, sup) WHERE t.id = v.id",
+            [[r.id for r in rows], [str(r.status) for r in rows], [r.valid_to for r in rows],
+             [r.support_delta for r in rows], [ids(r.supersedes_id) for r in rows]])
+
+
+def _allocate_ids(n_versions: int, n_operations: int) -> tuple[list[int], list[int]]:
+    """Ids from the sequences, in increasing order (``supersedes`` points strictly back)."""
+    with bound_cursor() as cur:
+        cur.execute(
+            "SELECT array(SELECT nextval('memory_version_id_seq') FROM generate_series(1, %b)),"
+            " array(SELECT nextval('memory_operation_id_seq') FROM generate_series(1, %b))",
+            [n_versions, n_operations])
+        versions, operations = cur.fetchone()
+    return sorted(versions), sorted(operations)
+
+
+_MOVE_HEADS_SQL = """
+WITH v AS (
+    SELECT id, head, set_emb, text,
+           (%(embs)b::float4[])[emb_at * %(dim)b + 1 : (emb_at + 1) * %(dim)b]::vector AS emb,
+           (%(kembs)b::float4[])[kemb_at * %(dim)b + 1 : (kemb_at + 1) * %(dim)b]::vector AS kemb
+      FROM unnest(%(ids)b::bigint[], %(heads)b::bigint[], %(set_emb)b::bool[], %(texts)b::text[],
+                  %(emb_at)b::int[], %(kemb_at)b::int[])
+           AS u(id, head, set_emb, text, emb_at, kemb_at)
+), moved AS (
+    UPDATE memory_cell AS c SET head_id = v.head, updated_at = %(now)b,
+           embedded_text = CASE WHEN v.set_emb THEN v.text ELSE c.embedded_text END,
+           embedding = CASE WHEN v.set_emb THEN v.emb ELSE c.embedding END,
+           key_embedding = COALESCE(c.key_embedding, v.kemb),
+           vector_stale = true
+      FROM v WHERE c.id = v.id
+    RETURNING c.id
+)
+DELETE FROM memory_frontiervector AS f USING moved WHERE f.cell_id = moved.id
+"""
+
+
+def _move_heads(overlay: Overlay, ids: IdMap, now: datetime,
+                vectors: Vectors) -> set[int]:
+    """ONE UPDATE for every cell the batch changed: the head pointer and, when ``vectors``
+    hold the new ``key: value`` (they usually do), its embedding too, so the row is rewritten
+    once; a created cell also gets its key embedding. A supported head (noop) leaves its row
+    alone. The moved cells leave the frontier index (decision 15: a heap delete, no index
+    insert). Returns the cells whose vectors were missing, for the refresh after commit."""
+    touched = [c for c in {c.pk: c for c in overlay.cells.values()}.values()
+               if c.pk in overlay.changed]
+    if not touched:
+        return set()
+    unembedded: set[int] = set()
+    columns: dict[str, list[Any]] = {n: [] for n in ("ids", "heads", "set_emb", "texts",
+                                                     "emb_at", "kemb_at")}
+    embs: list[Any] = []
+    kembs: list[Any] = []
+    for cell in touched:
+        head = overlay.heads.get(cell.pk)
+        cell.head_id, cell.updated_at = ids(head), now
+        text = embedding_text(cell.key, overlay.rows[head].value) if head is not None else ""
+        vector = vectors.get(text) if text else None
+        known = text == "" or vector is not None
+        kvector = vectors.get(key_text(cell.key)) if cell.pk in overlay.created else None
+        if not known or (cell.pk in overlay.created and kvector is None):
+            unembedded.add(cell.pk)
+        for name, value in (("ids", cell.pk), ("heads", cell.head_id), ("set_emb", known),
+                            ("texts", text), ("emb_at", _slot(embs, vector)),
+                            ("kemb_at", _slot(kembs, kvector))):
+            columns[name].append(value)
+    with bound_cursor() as cur:
+        cur.execute(_MOVE_HEADS_SQL, {**columns, "now": now, "dim": EMBED_DIM,
+                                      "embs": Float4Array(embs, EMBED_DIM),
+                                      "kembs": Float4Array(kembs, EMBED_DIM)})
+    return unembedded
+
+
+def _slot(vectors: list[Any], vector: Any) -> int | None:
+    """Append ``vector`` (if any) to a flat batch; its index there."""
+    if vector is None:
+        return None
+    vectors.append(vector)
+    return len(vectors) - 1
+
+
+def _drop_unused_cells(overlay: Overlay) -> None:
+    """Cells created for a fact that then did not use them (a group creates the cells of all
+    its keys up front; a withdrawn value of an unknown key uses none) are deleted again, so no
+    empty cell is left behind. Guarded: a cell anything refers to (a racing writer's) stays."""
+    unused = sorted(overlay.created - overlay.changed)
+    if not unused:
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            "DELETE FROM memory_cell AS c WHERE c.id = ANY(%s) AND c.head_id IS NULL"
+            " AND NOT EXISTS (SELECT 1 FROM memory_operation o WHERE o.cell_id = c.id)"
+            " AND NOT EXISTS (SELECT 1 FROM memory_version v WHERE v.cell_id = c.id)"
+            " AND NOT EXISTS (SELECT 1 FROM memory_keyalias a WHERE a.cell_id = c.id)",
+            [unused])
+    for key in [k for k, c in overlay.cells.items() if c.pk in unused]:
+        del overlay.cells[key]
+
+
+# --- evidence ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What the commit writes on one evidence row besides ``committed``."""
+
+    evidence_id: int
+    extracted: dict[str, Any] | None = None  # replaces the stored extraction when given
+    vector: Any = None  # the evidence embedding, when the commit computed it
+    chat_calls: int = 0  # added to the row's costs
+    embed_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+_COSTS = ("chat_calls", "embed_calls", "prompt_tokens", "completion_tokens")
+
+
+def mark_committed(done: Sequence[Settled], now: datetime) -> None:
+    """ONE UPDATE for the committed evidence rows: committed, with the extraction result and
+    the evidence vector where the commit computed them, and what planning cost."""
+    if not done:
+        return
+    vectors: list[Any] = []
+    at = [_slot(vectors, d.vector) for d in done]
+    costs = ", ".join(f"{c} = e.{c} + v.{c}" for c in _COSTS)
+    with bound_cursor() as cur:
+        cur.execute(
+            "UPDATE memory_evidence AS e SET state = %(state)b, committed_at = %(now)b,"
+            f" error = '', extracted = COALESCE(v.extracted, e.extracted), {costs},"
+            " embedding = COALESCE((%(embs)b::float4[])[v.at * %(dim)b + 1 :"
+            " (v.at + 1) * %(dim)b]::vector, e.embedding)"
+            " FROM unnest(%(ids)b::bigint[], %(extracted)b::jsonb[], %(at)b::int[],"
+            " %(chat_calls)b::int[], %(embed_calls)b::int[], %(prompt_tokens)b::int[],"
+            " %(completion_tokens)b::int[])"
+            f" AS v(id, extracted, at, {', '.join(_COSTS)}) WHERE e.id = v.id",
+            {"state": str(EvidenceState.COMMITTED), "now": now,
+             "ids": [d.evidence_id for d in done],
+             "extracted": [json.dumps(d.extracted, cls=DjangoJSONEncoder)
+                           if d.extracted is not None else None for d in done],
+             "at": at, "embs": Float4Array(vectors, EMBED_DIM), "dim": EMBED_DIM,
+             **{c: [getattr(d, c) for d in done] for c in _COSTS}})
