@@ -17,6 +17,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
@@ -73,6 +74,16 @@ def _htmx_target(request: HttpRequest) -> str | None:
 
 def _actor(request: HttpRequest) -> str:
     return f"user:{request.user.get_username()}"
+
+
+def _same_origin_path(target: str | None) -> str | None:
+    """``target`` when it is a path on this site ('/ns/...'), else None: a ``next`` from a
+    form must not send anyone to another site (an open redirect) or to a ``javascript:``
+    URL. Django's check refuses a scheme, a host, '//' and '\\' tricks; a path must also
+    start with one '/' and hold no control character."""
+    if not target or not target.startswith("/") or not target.isprintable():
+        return None
+    return target if url_has_allowed_host_and_scheme(target, allowed_hosts=None) else None
 
 
 def _ns_context(access: Access, section: str) -> dict[str, Any]:
@@ -179,12 +190,16 @@ def cell(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 @login_required
 @require_GET
 def cell_panel(request: HttpRequest, ns: str, key: str) -> HttpResponse:
-    """One live region of the cell page: ``part`` = state | actions (else the whole panel)."""
+    """One live region of the cell page: ``part`` = state | actions (else the whole panel).
+    The action forms are a reviewer's: anyone else asking for them gets 403."""
     access = namespace_access(request.user, ns)
+    part = request.GET.get("part", "")
+    if part == "actions":
+        require_reviewer(access)
     detail = _cell_or_404(access, key)
     template = {"state": "explorer/partials/cell_state.html",
                 "actions": "explorer/partials/cell_actions.html"}.get(
-        request.GET.get("part", ""), "explorer/partials/cell_panel.html")
+        part, "explorer/partials/cell_panel.html")
     return render(request, template, _cell_context(access, detail))
 
 
@@ -319,7 +334,8 @@ def observation_retry_view(request: HttpRequest, ns: str, evidence_id: int) -> H
                    "unsettled": observations_unsettled(namespace=access.namespace)}
         response = render(request, "explorer/partials/observations.html", context)
         return trigger_client_event(response, "pmem-changed")
-    return redirect(request.POST.get("next") or reverse("explorer:operations", args=[ns]))
+    return redirect(_same_origin_path(request.POST.get("next"))
+                    or reverse("explorer:operations", args=[ns]))
 
 
 @login_required

@@ -15,6 +15,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from . import embedded
+from .secret_key import secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -52,10 +53,14 @@ def env_bool(name: str, default: bool = False) -> bool:
     return raw in _TRUE
 
 
-SECRET_KEY = env_str("PMEM_SECRET_KEY") or "pmem-dev-only-insecure-key-change-me-in-production"
 DEBUG = env_bool("PMEM_DEBUG", False)
 ALLOWED_HOSTS = [h for h in env_str("PMEM_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
 PMEM_DATA_DIR = embedded.data_dir()
+# PMEM_HTTPS=1 marks a deployment: there the key must come from PMEM_SECRET_KEY. Otherwise a
+# key generated once per data directory is used (pmem_site/secret_key.py).
+PMEM_HTTPS = env_bool("PMEM_HTTPS", False)
+SECRET_KEY = secret_key(configured=env_str("PMEM_SECRET_KEY"), data_dir=PMEM_DATA_DIR,
+                        https=PMEM_HTTPS)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -129,6 +134,12 @@ CELERY_TASK_ALWAYS_EAGER = False
 PMEM_TASK_MAX_RETRIES = env_int("PMEM_TASK_MAX_RETRIES", 4)
 PMEM_TASK_RETRY_BASE = env_float("PMEM_TASK_RETRY_BASE", 1.0)
 PMEM_TASK_RETRY_CAP = env_float("PMEM_TASK_RETRY_CAP", 30.0)
+# Time limits of every task, in seconds (0: none). Past the soft one the observation being
+# processed is marked failed with the reason; the hard one kills the worker process (then the
+# worker marks it failed). Keep the hard limit under PMEM_VISIBILITY_TIMEOUT, or Redis hands a
+# task still running to a second worker.
+CELERY_TASK_SOFT_TIME_LIMIT = env_float("PMEM_TASK_SOFT_TIME_LIMIT", 240.0) or None
+CELERY_TASK_TIME_LIMIT = env_float("PMEM_TASK_TIME_LIMIT", 280.0) or None
 
 # --- auth --------------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
@@ -164,7 +175,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "memory.api.errors.exception_handler",
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["memory.api.parsers.BoundedJSONParser"],
     "UNAUTHENTICATED_USER": None,
 }
 SPECTACULAR_SETTINGS = {
@@ -300,9 +311,9 @@ CONTENT_SECURITY_POLICY: dict[str, Any] = {
     },
 }
 
-# PMEM_HTTPS=1: served behind a TLS-terminating proxy that sets X-Forwarded-Proto. With a
-# real PMEM_SECRET_KEY and PMEM_ALLOWED_HOSTS, `manage.py check --deploy` reports nothing.
-PMEM_HTTPS = env_bool("PMEM_HTTPS", False)
+# PMEM_HTTPS=1 (read at the top, with the secret key it requires): served behind a
+# TLS-terminating proxy that sets X-Forwarded-Proto. With a real PMEM_SECRET_KEY and
+# PMEM_ALLOWED_HOSTS, `manage.py check --deploy` reports nothing.
 if PMEM_HTTPS:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = True

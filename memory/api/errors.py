@@ -25,7 +25,8 @@ def _first_error(detail: Any, path: str = "") -> tuple[str, str]:
     """The first (field path, message) in a DRF error structure."""
     if isinstance(detail, dict):
         for key, value in detail.items():
-            if str(key).isdigit():  # a list serializer's errors, by item index
+            if isinstance(key, int) or (str(key).isascii() and str(key).isdigit()):
+                # a list serializer's errors, by item index
                 return _first_error(value, f"{path}[{key}]")
             sub = key if key != "non_field_errors" else ""
             return _first_error(value, f"{path}.{sub}".strip(".") if sub else path)

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from memory.domain import (
     DISCLOSURES,
+    KEY_MAX_CHARS,
     VALUE_OPS,
     CellStatus,
     EvidenceState,
@@ -52,6 +53,17 @@ def _key_field() -> serializers.CharField:
     return StrictCharField(max_length=settings.PMEM_MAX_KEY_CHARS)
 
 
+def key_problem(key: str) -> str | None:
+    """Why ``key`` cannot name a cell (SPEC §1), or None: nothing left once normalised, or
+    longer than the store holds (NFKC can expand a character: U+FDFA is 18 letters)."""
+    canonical = normalize_key(key)
+    if not canonical:
+        return "the key has no letters, marks or digits (of any script)"
+    if len(canonical) > KEY_MAX_CHARS:
+        return f"the key is over {KEY_MAX_CHARS} characters once normalised"
+    return None
+
+
 def _value_field() -> serializers.CharField:
     return StrictCharField(max_length=settings.PMEM_MAX_VALUE_CHARS, required=False,
                            allow_null=True, trim_whitespace=False)
@@ -79,8 +91,9 @@ class FactIn(serializers.Serializer):
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
 
     def validate_key(self, key: str) -> str:
-        if not normalize_key(key):
-            raise serializers.ValidationError("key has no letters or digits")
+        problem = key_problem(key)
+        if problem:
+            raise serializers.ValidationError(problem)
         return key
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:

@@ -83,8 +83,8 @@ class NamespaceView(ScopedView):
     """Base: refuses oversize bodies before parsing; resolves the namespace per request."""
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        length = request.META.get("CONTENT_LENGTH") or "0"
-        if length.isdigit() and int(length) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
+        length = _digits(request.META.get("CONTENT_LENGTH") or "0")
+        if length is not None and length > settings.DATA_UPLOAD_MAX_MEMORY_SIZE:
             raise PayloadTooLarge(
                 f"request body over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes")
         # PostgreSQL text cannot hold NUL: refuse it here rather than fail in a query.
@@ -104,11 +104,17 @@ class NamespaceView(ScopedView):
         return evidence
 
 
+def _digits(raw: str) -> int | None:
+    """A non-negative integer written in ASCII digits, else None. (``str.isdigit`` alone is
+    true of '²' and '①', which ``int`` refuses; and ``int`` alone takes '٣', '+3', ' 3'.)"""
+    return int(raw) if raw.isascii() and raw.isdigit() else None
+
+
 def _limit(request: Request, default: int = 50) -> int:
-    raw = request.query_params.get("limit", str(default))
-    if not raw.isdigit() or not 1 <= int(raw) <= 500:
+    limit = _digits(request.query_params.get("limit", str(default)))
+    if limit is None or not 1 <= limit <= 500:
         raise exceptions.ValidationError({"limit": "an integer from 1 to 500"})
-    return int(raw)
+    return limit
 
 
 def _next_url(request: Request, **params: Any) -> str:
@@ -355,6 +361,9 @@ class CellOperationsView(NamespaceView):
                    operation_id="cell_operation_create")
     def post(self, request: Request, ns: str, key: str) -> Response:
         namespace = self.namespace(request, ns)
+        problem = s.key_problem(key)
+        if problem:  # an operation may create the cell: its key must be one (SPEC §1)
+            raise exceptions.ValidationError({"key": problem})
         data = s.CellOpIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
@@ -392,11 +401,12 @@ class OperationsView(NamespaceView):
         limit = _limit(request)
         qs = selectors.operations_list(namespace=namespace, key=request.query_params.get("key"),
                                        actor=request.query_params.get("actor"))
-        before = request.query_params.get("before")
-        if before is not None:
-            if not before.isdigit() or int(before) > s.BIGINT_MAX:
+        raw_before = request.query_params.get("before")
+        if raw_before is not None:
+            before = _digits(raw_before)
+            if before is None or before > s.BIGINT_MAX:
                 raise exceptions.ValidationError({"before": "an operation id"})
-            qs = qs.filter(Q(id__lt=int(before)))
+            qs = qs.filter(Q(id__lt=before))
         rows = list(qs[: limit + 1])
         more = len(rows) > limit
         rows = rows[:limit]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from .cells import decide, decide_late
 from .interpret import EffectSink, Outcome, interpret, valid_to_after
 from .model import (
+    KEY_MAX_CHARS,
     NEW,
     CellState,
     Decision,
@@ -49,7 +50,7 @@ from .vocabulary import (
 )
 
 __all__ = [
-    "ASSERTIONS", "CREATING_OPS", "DISCLOSURES", "HEAD_STATUSES", "LOG_TYPES", "NEW",
+    "ASSERTIONS", "CREATING_OPS", "DISCLOSURES", "HEAD_STATUSES", "KEY_MAX_CHARS", "LOG_TYPES", "NEW",
     "OPEN_STATUSES", "REINSTATE", "RETRACTED_STATUSES", "SETTLED_STATES", "SUPERUSER",
     "UNSETTLED_STATES", "VALUE_OPS", "CellState", "CellStatus", "Decision", "Effect",
     "EffectSink", "EvidenceState", "HeadView", "InvalidOperation", "Item", "LinkSupersedes",

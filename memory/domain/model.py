@@ -20,7 +20,13 @@ class InvalidOperation(Exception):
 
 
 _WS = re.compile(r"\s+")
-_KEY_JUNK = re.compile(r"[^0-9a-z]+")
+#: The longest canonical key the store holds (the key columns' length).
+KEY_MAX_CHARS = 255
+#: Unicode general categories whose characters a key keeps (SPEC §1): letters, marks, numbers.
+_KEY_CATEGORIES = frozenset("LMN")
+#: Memoise keys up to this length only: a hostile text can make long candidate keys, and the
+#: cache must not hold megabytes of them.
+_MEMO_MAX_CHARS = 512
 
 
 def normalize_value(value: str) -> str:
@@ -32,12 +38,44 @@ def same_value(a: str, b: str) -> bool:
     return normalize_value(a) == normalize_value(b)
 
 
-@lru_cache(maxsize=1 << 16)
 def normalize_key(key: str) -> str:
-    """Canonical key form: lower-case snake_case ASCII letters and digits. (Memoised: a
-    commit normalises each key several times, and keys repeat.)"""
-    folded = unicodedata.normalize("NFKD", key).encode("ascii", "ignore").decode().lower()
-    return _KEY_JUNK.sub("_", folded).strip("_")
+    """Canonical key form (SPEC §1): NFKC and case-folded; the letters, marks and numbers of
+    every script kept (``電話 1`` -> ``電話_1``, ``कि`` and ``का`` stay apart); every run of
+    anything else (spaces, punctuation, symbols, emoji) one ``_``, none at either end. ``""``
+    when nothing is left: the caller refuses the key. One pass, linear in the key; memoised
+    (a commit normalises each key several times, and keys repeat)."""
+    if len(key) <= _MEMO_MAX_CHARS:
+        return _normalize_key_memo(key)
+    return _normalize_key(key)
+
+
+@lru_cache(maxsize=1 << 16)
+def _normalize_key_memo(key: str) -> str:
+    return _normalize_key(key)
+
+
+def _normalize_key(key: str) -> str:
+    # NFKC again after case folding: folding can leave a string that is not in NFKC (a
+    # decomposed sequence), and the canonical form must be a fixed point of this function.
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", key).casefold())
+    if folded.isascii():  # the common case, without a category lookup per character
+        return _ASCII_JUNK.sub("_", folded).strip("_")
+    out: list[str] = []
+    gap = False
+    for ch in folded:
+        if unicodedata.category(ch)[0] in _KEY_CATEGORIES:
+            if gap and out:
+                out.append("_")
+            out.append(ch)
+            gap = False
+        else:
+            gap = True
+    return "".join(out)
+
+
+# ASCII letters and digits are the ASCII characters of categories L and N (after folding, no
+# upper case is left). One negated class, one quantifier: it cannot backtrack.
+_ASCII_JUNK = re.compile(r"[^0-9a-z]+")
 
 
 #: Placeholder id for the version an operation creates (it has no id until stored).

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,17 +27,79 @@ from typing import Any
 from memory.domain import normalize_key
 
 from .facts import ASSERTIONS, OPS, Fact
+from .linear_regex import IGNORECASE, LinearMatch, LinearPattern, LinearSet, UnsupportedPattern
 
+# Every pattern that reads observed text runs in linear time (docs/decisions.md, "Rule
+# extraction in linear time"): on RE2 through :mod:`memory.llm.linear_regex`, or as a plain
+# scan. The two Python ``re`` patterns left cannot backtrack: ``\s+`` is one class under one
+# quantifier, and ``\{(\w+)\}`` (which reads templates, never observed text) ends at the
+# first character outside ``\w``.
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-# A template group never spans a sentence boundary ('. ' inside), so a line holding two
+_TEMPLATE_SPACE = re.compile(r"\s+")
+
+# A template group never spans a sentence boundary ('.' then whitespace), so a line holding two
 # templated sentences cannot match one template whole with a group swallowing the second.
-_GROUP = r"(?P<{name}>(?:(?!\.\s).)+?)"
+# Python wrote that as a lookahead, which RE2 has not: instead the text is matched with every
+# such '.' replaced by _BOUNDARY (one code point for one, so group offsets hold), a character a
+# group excludes and a literal '.' of the template accepts. A _BOUNDARY that was in the text
+# itself is read as _DISPLACED (an ordinary character); templates may name neither.
+_BOUNDARY = "\ue000"
+_DISPLACED = "\ue001"
+_GROUP = "(?P<{name}>[^\\n\ue000]+?)"
+_DOT = "[.\ue000]"
 
 
-def compile_template(template: str) -> re.Pattern[str]:
-    """Compile ``"Earlier observation: {obj} was in {loc}."`` into a case-insensitive regex with
-    non-greedy named groups; literal text is escaped, runs of whitespace match any whitespace,
-    and a trailing period is optional. Raises ValueError on a repeated placeholder."""
+def mark_boundaries(text: str) -> str:
+    """``text`` with every '.' followed by whitespace replaced by :data:`_BOUNDARY`."""
+    if _BOUNDARY in text:
+        text = text.replace(_BOUNDARY, _DISPLACED)
+    if "." not in text:
+        return text
+    parts = text.split(".")
+    out = [parts[0]]
+    for part in parts[1:]:
+        out += [_BOUNDARY if part[:1].isspace() else ".", part]
+    return "".join(out)
+
+
+_last_marked: tuple[str, str] = ("", "")
+
+
+def _marked(text: str) -> str:
+    # Remembered for the last text: a sentence is tried against every template in turn.
+    global _last_marked
+    last = _last_marked
+    if last[0] is text:
+        return last[1]
+    marked = mark_boundaries(text)
+    _last_marked = (text, marked)
+    return marked
+
+
+class TemplateRegex(LinearPattern):
+    """A compiled template (:func:`compile_template`); ``match`` reads the text with its
+    sentence boundaries marked, and answers with groups of the text as given."""
+
+    def __init__(self, template: str) -> None:
+        if _BOUNDARY in template or _DISPLACED in template:
+            raise ValueError(f"template {template!r} holds a reserved character (U+E000/E001)")
+        self.template = template
+        super().__init__(_template_regex(template), IGNORECASE)
+
+    def match(self, text: str) -> LinearMatch | None:
+        spans = self.spans(_marked(text))
+        return None if spans is None else LinearMatch(text, spans, self.groupindex)
+
+
+def compile_template(template: str) -> TemplateRegex:
+    """Compile ``"Earlier observation: {obj} was in {loc}."`` into a case-insensitive pattern
+    with non-greedy named groups; literal text is escaped, runs of whitespace match any
+    whitespace, and a trailing period is optional. Linear time on any text. Raises ValueError
+    on a repeated placeholder."""
+    return TemplateRegex(template)
+
+
+def _template_regex(template: str) -> str:
     body = template.strip()
     if body.endswith("."):
         body = body[:-1]
@@ -48,12 +111,13 @@ def compile_template(template: str) -> re.Pattern[str]:
         seen.add(name)
         parts += [_literal(body[last : match.start()]), _GROUP.format(name=name)]
         last = match.end()
-    parts += [_literal(body[last:]), r"\s*\.?\s*$"]
-    return re.compile("".join(parts), re.IGNORECASE)
+    parts += [_literal(body[last:]), rf"\s*{_DOT}?\s*$"]
+    return "".join(parts)
 
 
 def _literal(text: str) -> str:
-    return r"\s+".join(re.escape(piece) for piece in re.split(r"\s+", text))
+    return r"\s+".join("".join(_DOT if ch == "." else re.escape(ch) for ch in piece)
+                        for piece in _TEMPLATE_SPACE.split(text))
 
 
 @dataclass(frozen=True)
@@ -71,11 +135,13 @@ class Pattern:
     value_group: str
     assertion: str = "asserted"
     op: str | None = None
-    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    regex: LinearPattern = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # A regex runs on RE2 with Python's meaning; one using what no linear-time engine can
+        # run (lookaround, backreferences, ...) is refused here, naming the construct.
         if "(?P<" in self.pattern:
-            regex = re.compile(self.pattern, re.IGNORECASE)
+            regex = LinearPattern(self.pattern, IGNORECASE)
         else:
             regex = compile_template(self.pattern)
         if self.value_group not in regex.groupindex:
@@ -154,7 +220,7 @@ def patterns_from_json(source: str | Path | Sequence[dict[str, Any]]) -> list[Pa
                     op=entry.get("op"),
                 )
             )
-        except (KeyError, TypeError, AttributeError, re.error) as exc:
+        except (KeyError, TypeError, AttributeError, re.error, UnsupportedPattern) as exc:
             raise ValueError(f"rule pattern #{number} is malformed: {exc!r}") from exc
     return patterns
 
@@ -170,19 +236,25 @@ def patterns_from_settings() -> list[Pattern]:
 
 # --- key/value lines ------------------------------------------------------------------------
 
-_LIST_MARKER = re.compile(r"^\s*(?:[-*•]\s+)")
-_KEY_VALUE = re.compile(r"^(?P<key>[^=:]+?)\s*(?P<sep>[=:])(?P<value>.*)$")
-# Letters, digits, spaces and identifier punctuation (_ . - /); no sentence punctuation.
-_KEY_CHARS = re.compile(r"^[^\W_]?[\w .\-/']*$")
+_LIST_MARKER = LinearPattern(r"^\s*(?:[-*•]\s+)")
+_KEY_VALUE = LinearPattern(r"^(?P<key>[^=:]+?)\s*(?P<sep>[=:])(?P<value>.*)$")
+# Letters, marks and digits of every script (SPEC §1: ``कि`` is a letter and a vowel sign),
+# spaces and identifier punctuation; no sentence punctuation, no symbols.
+_KEY_PUNCTUATION = frozenset("_ .-/'")
 _MAX_KEY_WORDS = 8
+
+
+def _without_list_marker(line: str) -> str:
+    marker = _LIST_MARKER.match(line)
+    return line[marker.end():] if marker is not None else line
 
 
 def key_value_fact(line: str) -> Fact | None:
     """``key = value`` / ``key: value`` -> Fact, or None when the line is not one."""
-    found = _KEY_VALUE.match(_LIST_MARKER.sub("", line).strip())
+    found = _KEY_VALUE.match(_without_list_marker(line).strip())
     if found is None:
         return None
-    raw_key, value = found.group("key").strip(), found.group("value").strip()
+    raw_key, value = (found.group("key") or "").strip(), (found.group("value") or "").strip()
     if found.group("sep") == ":" and value.startswith("//"):
         return None  # a URL, not a key
     if not value or not _looks_like_key(raw_key):
@@ -191,9 +263,15 @@ def key_value_fact(line: str) -> Fact | None:
     return Fact(key=key, value=value) if key else None
 
 
+def key_characters_only(text: str) -> bool:
+    """Only characters a key may be written with (one scan)."""
+    return all(ch.isalnum() or ch in _KEY_PUNCTUATION or unicodedata.category(ch)[0] == "M"
+               for ch in text)
+
+
 def _looks_like_key(text: str) -> bool:
     return (
-        bool(_KEY_CHARS.match(text))
+        key_characters_only(text)
         and not text.endswith(".")
         and any(ch.isalpha() for ch in text)
         and len(text.split()) <= _MAX_KEY_WORDS
@@ -202,13 +280,25 @@ def _looks_like_key(text: str) -> bool:
 
 # --- the extractor ------------------------------------------------------------------------
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_LIST_NUMBER = re.compile(r"^\d+[.)]$")
+_LIST_NUMBER = LinearPattern(r"^\d+[.)]$")
+_SENTENCE_ENDS = frozenset(".!?")
+
+
+def _sentence_pieces(text: str) -> Iterator[str]:
+    """``text`` cut at every run of whitespace that follows '.', '!' or '?' (the runs
+    dropped). Python's ``re`` finds the runs: one class under one quantifier, nothing to
+    backtrack into."""
+    start = 0
+    for run in _TEMPLATE_SPACE.finditer(text):
+        if run.start() > 0 and text[run.start() - 1] in _SENTENCE_ENDS:
+            yield text[start : run.start()]
+            start = run.end()
+    yield text[start:]
 
 
 def split_sentences(line: str) -> list[str]:
     """Split at sentence ends; a bare list number ("12.") stays with the sentence after it."""
-    pieces = [p for p in _SENTENCE_END.split(line.strip()) if p]
+    pieces = [p for p in _sentence_pieces(line.strip()) if p]
     sentences: list[str] = []
     for piece in pieces:
         if sentences and _LIST_NUMBER.match(sentences[-1]):
@@ -226,6 +316,12 @@ class RuleExtractor:
         self.patterns: tuple[Pattern, ...] = (
             DEFAULT_PATTERNS if patterns is None else tuple(patterns)
         )
+        # Templates read the text with its sentence boundaries marked, regexes the text as is:
+        # one set of each says which patterns can match a sentence at all.
+        templates = [i for i, p in enumerate(self.patterns) if isinstance(p.regex, TemplateRegex)]
+        regexes = [i for i, p in enumerate(self.patterns) if i not in set(templates)]
+        self._sets = [(indices, LinearSet(self.patterns[i].regex for i in indices), marked)
+                      for indices, marked in ((templates, True), (regexes, False)) if indices]
 
     def extract(self, text: str) -> list[Fact]:
         return [fact for line in text.splitlines() for fact in self._line_facts(line)]
@@ -245,9 +341,16 @@ class RuleExtractor:
         if fact is not None:
             yield fact
 
+    def _candidates(self, sentence: str) -> Iterable[int]:
+        found: list[int] = []
+        for indices, patterns, marked in self._sets:
+            hits = patterns.candidates(_marked(sentence) if marked else sentence)
+            found += indices if hits is None else [indices[i] for i in hits]
+        return sorted(found)
+
     def _match(self, sentence: str) -> Fact | None:
-        for pattern in self.patterns:
-            fact = pattern.match(sentence)
+        for index in self._candidates(sentence):
+            fact = self.patterns[index].match(sentence)
             if fact is not None:
                 return fact
         return None
