@@ -190,7 +190,7 @@ def sweep_unsettled() -> int:
     return len(ids)
 
 
-@shared_task(acks_late=True, ignore_result=True)
+@shared_task(acks_late=True, ignore_result=True, base=TimeLimitedTask)
 def finish_erasures() -> dict[str, int]:
     """What privacy erases leave for later: re-embed the observations they redacted, VACUUM
     the dead tuples that still hold the erased values (enqueued on each erase's commit, and
