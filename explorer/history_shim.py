@@ -10,9 +10,10 @@ from typing import Any
 
 from django.db.models import Count, Max, Min
 
-from memory.domain import HEAD_STATUSES, Status
-from memory.models import Cell, Version
-from memory.selectors import cell_graph, cell_status
+from explorer.cell_reads import BadParameter
+from memory import history as mh
+from memory.models import Cell, Namespace, Version, VersionSpan
+from memory.selectors import cell_graph
 
 
 @dataclass(frozen=True)
@@ -34,37 +35,38 @@ class HistoryPage:
     newer: str | None  # the cursor of the page before (newer); None: the first page
 
 
-def _entry(v: Version) -> dict[str, Any]:
-    return {"version": v.id, "ordinal": getattr(v, "ordinal", None), "value": v.value,
-            "status": v.status, "valid_from": v.valid_from, "valid_to": v.valid_to,
-            "support": v.support}
-
-
 def cell_state(cell: Cell, *, as_of: datetime | None) -> CellState:
-    head = cell.head
-    alternatives = [_entry(v) for v in Version.objects.filter(cell=cell, status=Status.ALTERNATIVE)
-                    .order_by("id")]
-    total = Version.objects.filter(cell=cell).count()
-    return CellState(head.value if head else None, cell_status(head), head.id if head else None,
-                     getattr(head, "ordinal", None), head.support if head else 0, total,
-                     alternatives)
+    """The head (with its per-key ordinal), alternatives and total, now or as of T."""
+    state = mh.cell_state(cell, as_of=as_of, history=1)
+    ordinal = None
+    if state.version is not None:
+        first = state.history[0] if state.history else None
+        ordinal = (first.ordinal if first is not None and first.version == state.version else
+                   Version.objects.filter(pk=state.version).values_list("ordinal", flat=True)
+                   .first())
+    return CellState(state.value, state.status, state.version, ordinal, state.support,
+                     state.history_total, state.alternatives)
 
 
 def version_status_at(version_id: int, as_of: datetime) -> str | None:
-    return Version.objects.filter(pk=version_id).values_list("status", flat=True).first()
+    """A version's status at ``as_of``: its last span that began by then (one probe)."""
+    return (VersionSpan.objects.filter(version_id=version_id, since__lte=as_of)
+            .order_by("-since", "-id").values_list("status", flat=True).first())
 
 
 def history_page(cell: Cell, *, before: str | None, limit: int, as_of: datetime | None,
                  search: str | None) -> HistoryPage:
-    qs = Version.objects.filter(cell=cell)
-    if search:
-        qs = qs.filter(value__icontains=search)
-    total = qs.count()
-    if before:
-        qs = qs.filter(id__lt=int(before))
-    rows = list(qs.order_by("-id")[: limit + 1])
-    nxt = str(rows[limit - 1].id) if len(rows) > limit else None
-    return HistoryPage([_entry(v) for v in rows[:limit]], total, nxt, None)
+    """A page of history; ``newer`` is the cursor of the page before it (keysets on the
+    per-key ordinal make it computable without a search), None when that is the first."""
+    try:
+        entries, nxt, total = mh.history_page(cell, before=before, limit=limit, as_of=as_of,
+                                              search=search)
+    except mh.HistoryError as exc:
+        raise BadParameter("q" if exc.field == "search" else exc.field, str(exc)) from None
+    newer = None
+    if entries and not search and entries[0].ordinal + limit < total:
+        newer = mh.cursor_for(cell, entries[0].ordinal + limit + 1)
+    return HistoryPage([e.as_dict() for e in entries], total, nxt, newer)
 
 
 def graph_window(cell: Cell, *, around: int | None, limit: int, side: str | None,
@@ -88,4 +90,8 @@ def status_timeline(cell: Cell, *, buckets: int, as_of: datetime | None) -> dict
     return {"versions": bucket["total"], "buckets": [bucket]}
 
 
-_ = HEAD_STATUSES
+
+def frontier_page_as_of(namespace: Namespace, *, as_of: datetime, after: str | None,
+                        limit: int) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the frontier as of T, in key order: ``(rows, next key or None)``."""
+    return [], None

@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
 from explorer.access import Access, namespace_access, require_reviewer, visible_namespaces
+from explorer.asof_views import frontier_past
 from explorer.cell_page import cell_context, cell_head, load_cell
 from explorer.forms import (
     FRONTIER_FILTERS,
@@ -133,6 +134,8 @@ def live(request: HttpRequest, ns: str) -> HttpResponse:
 @require_GET
 def frontier(request: HttpRequest, ns: str) -> HttpResponse:
     access = namespace_access(request.user, ns)
+    if request.GET.get("as_of") or request.GET.get("at"):  # SPEC §9: the frontier then
+        return frontier_past(request, access)
     form = FrontierFilter(request.GET)
     data = form.cleaned_data if form.is_valid() else {}
     show = data.get("show") or "all"
