@@ -178,6 +178,9 @@ class Cell(models.Model):
     # True from a head move until the frontier index holds the cell's new embedding; the
     # frontier read scans these cells exactly (see FrontierVector).
     vector_stale = models.BooleanField(default=False)
+    # How many versions the key holds, kept by the commit in the statement that inserts them
+    # (memory.services.writer): exact history totals without counting rows (decision 50).
+    version_count = models.IntegerField(default=0, db_default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="cell_key_unique")]
@@ -297,6 +300,9 @@ class Version(models.Model):
     alternative_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
                                        related_name="alternatives")
     created_at = models.DateTimeField(auto_now_add=True)
+    # 1-based position in the key's history, in commit order (decision 50): the keyset of
+    # history pages and graph windows, and with Cell.version_count their exact counts.
+    ordinal = models.IntegerField()
 
     class Meta:
         constraints = [
@@ -306,11 +312,46 @@ class Version(models.Model):
                 condition=Q(supersedes__isnull=True) | Q(supersedes__lt=models.F("id")),
                 name="supersedes_points_backward",
             ),
+            # Serves every bounded read of a key's history: pages, windows, jumps by id.
+            models.UniqueConstraint(fields=["cell", "ordinal"], name="version_ordinal_unique"),
         ]
-        indexes = [models.Index(fields=["cell", "status"], name="version_cell_status_idx")]
+        indexes = [
+            models.Index(fields=["cell", "status"], name="version_cell_status_idx"),
+            # As of T: how many versions the key held then (the last ordinal created by T).
+            models.Index(fields=["cell", "created_at"], name="version_cell_created_idx"),
+            # Also, in SQL only (migration 0008): version_value_tsv, the GIN index of the
+            # folded value's lexemes, read by the erase and by the history's search (dec. 52).
+        ]
 
     def __str__(self) -> str:
         return f"{self.value} ({self.status})"
+
+
+class VersionSpan(models.Model):
+    """One stretch of time during which a version had one status (decision 50: time travel).
+
+    The commit that changes a version's status closes its open span (``until``) and opens the
+    next one, in the same statement as the change (memory.services.writer); a span opens and
+    closes at commit times, so "memory as of T" reads, per version, the span with
+    ``since <= T < until``. The head of a cell at T is its head-status span covering T."""
+
+    cell = models.ForeignKey(Cell, on_delete=models.CASCADE, related_name="+", db_index=False)
+    version = models.ForeignKey(Version, on_delete=models.CASCADE, related_name="spans",
+                                db_index=False)  # span_version_idx
+    status = models.CharField(max_length=16, choices=[(s.value, s.value) for s in Status])
+    since = models.DateTimeField()
+    until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The status of a version at T: its last span that began by T.
+            models.Index(fields=["version", "since"], name="span_version_idx"),
+            # The head of a cell at T (and the start of the contest it was in).
+            models.Index(fields=["cell", "since"], condition=HEAD_Q, name="span_head_idx"),
+            # The alternatives of a cell at T, since its contest began.
+            models.Index(fields=["cell", "since"], condition=Q(status=Status.ALTERNATIVE),
+                         name="span_alternative_idx"),
+        ]
 
 
 class SupportEdge(models.Model):

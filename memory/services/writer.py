@@ -83,12 +83,12 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
 
     operations = _write_operations(namespace, ops, op_ids, ids, now)
     stored = [r for r in overlay.rows.values() if not r.new and r.dirty]
-    _update_versions([r for r in stored if r.status not in HEAD_STATUSES], ids)
-    _insert("memory_version", _VERSION_COLUMNS, [
+    _update_versions([r for r in stored if r.status not in HEAD_STATUSES], ids, now)
+    _insert_versions([
         (ids(r.id), namespace.pk, r.cell_id, r.value, str(r.status), r.valid_from, r.valid_to,
          r.support, op_ids[r.created_by or 0], ids(r.supersedes_id), ids(r.alternative_of_id),
-         now) for r in new_rows])
-    _update_versions([r for r in stored if r.status in HEAD_STATUSES], ids)
+         now) for r in new_rows], now)
+    _update_versions([r for r in stored if r.status in HEAD_STATUSES], ids, now)
     _insert("memory_supportedge", _SUPPORT_COLUMNS, [
         (ids(ref), op.evidence.pk if op.evidence else None, op_id)
         for op, op_id in zip(ops, op_ids, strict=True) for ref in op.support_refs])
@@ -206,18 +206,72 @@ def _insert(table: str, columns: Sequence[tuple[str, str]], rows: list[tuple[Any
                     [list(col) for col in zip(*rows, strict=True)])
 
 
-def _update_versions(rows: list[VersionRow], ids: IdMap) -> None:
-    """One UPDATE for many versions: status, interval, support and supersedes edge."""
+# Versions go in with their ordinals (decision 50): each key's counter is raised by the number
+# of its new versions and the new rows numbered after the old count, in id order (the cells are
+# locked, so no other commit numbers them meanwhile); each new version opens its first span.
+_INSERT_VERSIONS_SQL = f"""
+WITH u AS (
+    SELECT * FROM unnest({', '.join(f'%b::{kind}[]' for _, kind in _VERSION_COLUMNS)})
+        AS u({', '.join(name for name, _ in _VERSION_COLUMNS)})
+), counted AS (
+    UPDATE memory_cell AS c SET version_count = c.version_count + n.n
+      FROM (SELECT cell_id, count(*) AS n FROM u GROUP BY cell_id) AS n
+     WHERE c.id = n.cell_id
+    RETURNING c.id, c.version_count - n.n AS base
+), inserted AS (
+    INSERT INTO memory_version ({', '.join(name for name, _ in _VERSION_COLUMNS)}, ordinal)
+    SELECT u.*, counted.base + row_number() OVER (PARTITION BY u.cell_id ORDER BY u.id)
+      FROM u JOIN counted ON counted.id = u.cell_id
+    RETURNING id, cell_id, status
+)
+INSERT INTO memory_versionspan (cell_id, version_id, status, since)
+SELECT cell_id, id, status, %b FROM inserted
+"""
+
+
+def _insert_versions(rows: list[tuple[Any, ...]], now: datetime) -> None:
+    """ONE statement: the new versions, numbered, their keys' counters, their first spans."""
     if not rows:
         return
     with bound_cursor() as cur:
-        cur.execute(
-            "UPDATE memory_version AS t SET status = v.status, valid_to = v.valid_to,"
-            " support = t.support + v.delta, supersedes_id = v.sup"
-            " FROM unnest(%b::bigint[], %b::varchar[], %b::timestamptz[], %b::int[],"
-            " %b::bigint[]) AS v(id, status, valid_to, delta, sup) WHERE t.id = v.id",
-            [[r.id for r in rows], [str(r.status) for r in rows], [r.valid_to for r in rows],
-             [r.support_delta for r in rows], [ids(r.supersedes_id) for r in rows]])
+        cur.execute(_INSERT_VERSIONS_SQL,
+                    [*[list(col) for col in zip(*rows, strict=True)], now])
+
+
+# A status change closes the version's open span at the commit time and opens the next one, in
+# the statement that changes it (decision 50). The old status is read from the statement's
+# snapshot (the join below), so a version whose status did not change keeps its span.
+_UPDATE_VERSIONS_SQL = """
+WITH changed AS (
+    UPDATE memory_version AS t SET status = v.status, valid_to = v.valid_to,
+           support = t.support + v.delta, supersedes_id = v.sup
+      FROM (SELECT u.*, o.status AS old FROM unnest(%(ids)b::bigint[], %(statuses)b::varchar[],
+                   %(valid_to)b::timestamptz[], %(deltas)b::int[], %(sups)b::bigint[])
+                   AS u(id, status, valid_to, delta, sup)
+              JOIN memory_version o ON o.id = u.id) AS v
+     WHERE t.id = v.id
+    RETURNING t.id, t.cell_id, t.status, v.old
+), retyped AS (
+    SELECT * FROM changed WHERE status <> old
+), closed AS (
+    UPDATE memory_versionspan AS s SET until = %(now)b
+      FROM retyped WHERE s.version_id = retyped.id AND s.until IS NULL
+)
+INSERT INTO memory_versionspan (cell_id, version_id, status, since)
+SELECT cell_id, id, status, %(now)b FROM retyped
+"""
+
+
+def _update_versions(rows: list[VersionRow], ids: IdMap, now: datetime) -> None:
+    """One statement for many versions: status, interval, support and supersedes edge, and
+    the spans of the versions whose status changed."""
+    if not rows:
+        return
+    with bound_cursor() as cur:
+        cur.execute(_UPDATE_VERSIONS_SQL, {
+            "ids": [r.id for r in rows], "statuses": [str(r.status) for r in rows],
+            "valid_to": [r.valid_to for r in rows], "deltas": [r.support_delta for r in rows],
+            "sups": [ids(r.supersedes_id) for r in rows], "now": now})
 
 
 def _allocate_ids(n_versions: int, n_operations: int) -> tuple[list[int], list[int]]:

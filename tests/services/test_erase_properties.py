@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory.domain import InvalidOperation
-from memory.models import Cell, KeyAlias, Operation, SupportEdge, Tombstone, Version
+from memory.models import Cell, KeyAlias, Operation, SupportEdge, Tombstone, Version, VersionSpan
 from memory.services import (
     CellNotFound,
     cell_erase,
@@ -108,6 +108,8 @@ def attached_to(ns, key: str) -> tuple[dict[str, set[str]], set[str]]:
         "memory_tombstone": set(Tombstone.objects.filter(version__in=versions)
                                 .values_list("id", flat=True)),
         "memory_keyalias": set(KeyAlias.objects.filter(cell=cell).values_list("id", flat=True)),
+        "memory_versionspan": set(VersionSpan.objects.filter(version__in=versions)
+                                  .values_list("id", flat=True)),
         "memory_frontiervector": {cell.pk}, "memory_evidence": evidence,
     }
     erased = set(versions.values_list("value", flat=True)) | {
