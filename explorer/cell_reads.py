@@ -33,7 +33,6 @@ _ORDINAL = re.compile(r"^v\s*(\d{1,12})$", re.IGNORECASE)
 _GLOBAL_ID = re.compile(r"^(?:id\s*|#)(\d{1,18})$", re.IGNORECASE)
 _BARE = re.compile(r"^\d{1,12}$")
 BIGINT_MAX = 2**63 - 1
-ORD = "ordinal" if any(f.name == "ordinal" for f in Version._meta.get_fields()) else "id"  # TEMP
 
 
 class BadParameter(ValueError):
@@ -135,10 +134,7 @@ def version_provenance(*, cell: Cell, version_id: int, as_of: datetime | None = 
         return None
     row = (Version.objects.filter(cell=cell, pk=version_id)
            .values("id", "ordinal", "value", "status", "valid_from", "valid_to", "support",
-                   "created_by", "created_at").first()) if ORD == "ordinal" else (
-        Version.objects.filter(cell=cell, pk=version_id).values(
-            "id", "value", "status", "valid_from", "valid_to", "support", "created_by",
-            "created_at").first())
+                   "created_by", "created_at").first())
     if row is None or (as_of is not None and row["created_at"] > as_of):
         return None
     version = {"version": row["id"], **{k: v for k, v in row.items() if k != "id"}}
@@ -171,13 +167,13 @@ def version_choices(*, cell: Cell, search: str = "",
     if named is not None:
         qs = qs.filter(pk=named)
     elif text:
-        newest = cell.version_count if hasattr(cell, "version_count") else None
+        newest = cell.version_count
         qs = qs.filter(value__icontains=text)
         if newest:
-            qs = qs.filter(**{ORD + "__gt": max(0, newest - 5000)})
-    rows = list(qs.order_by("-" + ORD).values(
-        "id", ORD, "value", "status")[:limit + 1])
-    return ([{"version": r["id"], "ordinal": r.get("ordinal"), "value": r["value"],
+            qs = qs.filter(ordinal__gt=max(0, newest - 5000))
+    rows = list(qs.order_by("-ordinal").values(
+        "id", "ordinal", "value", "status")[:limit + 1])
+    return ([{"version": r["id"], "ordinal": r["ordinal"], "value": r["value"],
               "status": r["status"]} for r in rows[:limit]], len(rows) > limit)
 
 
@@ -187,7 +183,7 @@ def _named_version(cell: Cell, text: str) -> int | None:
     m = _ORDINAL.match(text) or _BARE.match(text)
     if m:
         ordinal = int(re.sub(r"\D", "", text))
-        return (Version.objects.filter(cell=cell, **{ORD: ordinal})
+        return (Version.objects.filter(cell=cell, ordinal=ordinal)
                 .values_list("id", flat=True).first())
     m = _GLOBAL_ID.match(text)
     if m and int(m.group(1)) <= BIGINT_MAX:
