@@ -8,12 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, Max, Min
-
 from explorer.cell_reads import BadParameter
 from memory import history as mh
 from memory.models import Cell, Namespace, Version, VersionSpan
-from memory.selectors import cell_graph
 
 
 @dataclass(frozen=True)
@@ -69,29 +66,56 @@ def history_page(cell: Cell, *, before: str | None, limit: int, as_of: datetime 
     return HistoryPage([e.as_dict() for e in entries], total, nxt, newer)
 
 
+def _ordinal_id(cell: Cell, ordinal: int) -> int | None:
+    return (Version.objects.filter(cell=cell, ordinal=ordinal).values_list("id", flat=True)
+            .first())
+
+
 def graph_window(cell: Cell, *, around: int | None, limit: int, side: str | None,
                  as_of: datetime | None) -> dict[str, Any]:
-    graph = cell_graph(namespace=cell.namespace, key=cell.key) or {"nodes": [], "edges": []}
-    versions = sum(1 for n in graph["nodes"] if n["kind"] == "version")
-    return {"nodes": graph["nodes"], "edges": graph["edges"],
-            "window": {"versions": versions, "older": 0, "newer": 0}}
+    """A window of ``limit`` versions around ``around`` (default the head), or with ``side``
+    the ``limit`` versions just older / newer than ``around`` (the edge of what is drawn):
+    memory.history centres its windows, so the side's window is centred where it must be to
+    end (or start) next to ``around``. Two more index probes than the centred window."""
+    if side and around is not None:
+        edge = (Version.objects.filter(cell=cell, pk=around).values_list("ordinal", flat=True)
+                .first())
+        if edge is None:
+            raise BadParameter("around", "a version of this key")
+        total = mh.count_as_of(cell, as_of)
+        target = (edge - 1 - limit // 2 if side == "older" else edge + limit - limit // 2)
+        target = max(1, min(total, target))
+        around = _ordinal_id(cell, target) if total else None
+    try:
+        return mh.graph_window(cell, around=around, limit=limit, as_of=as_of)
+    except mh.HistoryError as exc:
+        raise BadParameter(exc.field, str(exc)) from None
 
 
 def status_timeline(cell: Cell, *, buckets: int, as_of: datetime | None) -> dict[str, Any]:
-    rows = list(Version.objects.filter(cell=cell).values("status").annotate(
-        n=Count("id"), first=Min("id"), last=Max("id"), start=Min("created_at"),
-        end=Max("created_at")))
-    if not rows:
-        return {"versions": 0, "buckets": []}
-    counts = {r["status"]: r["n"] for r in rows}
-    bucket = {"start": min(r["start"] for r in rows), "end": max(r["end"] for r in rows),
-              "total": sum(counts.values()), "counts": counts,
-              "first": min(r["first"] for r in rows), "last": max(r["last"] for r in rows)}
-    return {"versions": bucket["total"], "buckets": [bucket]}
-
+    """memory.history's aggregate, every bucket present (empty ones too: time stays linear
+    along the bar), in the shape timeline.js draws."""
+    data = mh.status_timeline(cell, buckets=buckets, as_of=as_of)
+    start, end = data["start"], data["end"]
+    by_bucket = {b["bucket"]: b for b in data["bins"]}
+    out = []
+    if start is not None and end is not None:
+        span = (end - start) / buckets
+        for i in range(1, buckets + 1):
+            b = by_bucket.get(i)
+            out.append({"start": start + span * (i - 1), "end": start + span * i,
+                        "total": sum(b["counts"].values()) if b else 0,
+                        "counts": b["counts"] if b else {},
+                        "first": b["first_version"] if b else None,
+                        "last": b["last_version"] if b else None,
+                        "first_ordinal": b["first_ordinal"] if b else None,
+                        "last_ordinal": b["last_ordinal"] if b else None})
+    return {"key": cell.key, "versions": data["total"], "buckets": out,
+            "as_of": data["as_of"]}
 
 
 def frontier_page_as_of(namespace: Namespace, *, as_of: datetime, after: str | None,
                         limit: int) -> tuple[list[dict[str, Any]], str | None]:
     """One page of the frontier as of T, in key order: ``(rows, next key or None)``."""
-    return [], None
+    rows, nxt = mh.frontier_as_of(namespace, as_of, after=after or "", limit=limit)
+    return [r.as_dict() for r in rows], nxt
