@@ -28,6 +28,8 @@ from memory.selectors import GRAPH_TEXT_CHARS, evidence_heads
 PROVENANCE_OPS = 30
 PROVENANCE_SUPPORTERS = 5
 CHOICES = 12
+#: How many of a key's newest operations a step reads to find where their commit began.
+STEP_WALK = 20
 TICK = timedelta(microseconds=1)
 _ORDINAL = re.compile(r"^v\s*(\d{1,12})$", re.IGNORECASE)
 _GLOBAL_ID = re.compile(r"^(?:id\s*|#)(\d{1,18})$", re.IGNORECASE)
@@ -261,21 +263,30 @@ def _between(cell: Cell, as_of: datetime) -> Q:
     return q
 
 
+def _commit_of(newest: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Of the key's newest operations (newest first), the first of the newest commit:
+    operations committed together (a revoke and the reinstatement it causes) are one step."""
+    if not newest:
+        return None
+    at = newest[0]["created_at"]
+    return min((o for o in newest if o["created_at"] == at), key=lambda o: o["id"])
+
+
 def op_steps(*, cell: Cell, as_of: datetime | None) -> Steps:
-    """The step back / forward of the as-of control: one operation of the key at a time
-    (operations committed together step together). Four index probes at most."""
+    """The step back / forward of the as-of control: one commit of the key's operations at a
+    time (support noops are not steps: they change no belief). Every statement is a LIMITed
+    walk of op_key_idx between two of the key's versions, or an index probe."""
     ops = Operation.objects.exclude(type=OpType.NOOP).values("id", "type", "created_at")
+    mine = ops.filter(namespace_id=cell.namespace_id, key=cell.key)
     if as_of is None:
-        last = ops.filter(namespace_id=cell.namespace_id, key=cell.key).order_by("-id").first()
+        last = _commit_of(list(mine.order_by("-id")[:STEP_WALK]))
         return Steps(last["created_at"] - TICK if last else None, _label(last) if last else "",
                      None, "")
     around = ops.filter(_between(cell, as_of))
-    last = around.filter(created_at__lte=as_of).order_by("-id").first()
+    last = _commit_of(list(around.filter(created_at__lte=as_of).order_by("-id")[:STEP_WALK]))
     nxt = around.filter(created_at__gt=as_of).order_by("id").first()
-    if nxt is None:  # past the last version's creation: the ops after it, from the log's end
-        nxt = (ops.filter(namespace_id=cell.namespace_id, key=cell.key, created_at__gt=as_of)
-               .order_by("id").first() if last is None else
-               ops.filter(namespace_id=cell.namespace_id, key=cell.key, id__gt=last["id"],
-                          created_at__gt=as_of).order_by("id").first())
+    if nxt is None:  # past the last version's creation: the operations after it
+        later = mine.filter(created_at__gt=as_of)
+        nxt = (later if last is None else later.filter(id__gt=last["id"])).order_by("id").first()
     return Steps(last["created_at"] - TICK if last else None, _label(last) if last else "",
                  nxt["created_at"] if nxt else None, _label(nxt) if nxt else "")

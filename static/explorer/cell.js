@@ -396,7 +396,7 @@
     container.replaceChildren();
     cy = cytoscape({
       container, elements: elements(), style: style(), layout: { name: "preset", fit: false },
-      minZoom: 0.15, maxZoom: 2.5, boxSelectionEnabled: false, autoungrabify: true,
+      minZoom: 0.03, maxZoom: 2.5, boxSelectionEnabled: false, autoungrabify: true,
       userZoomingEnabled: false, // zoom: Ctrl/⌘ + wheel or the buttons (the wheel scrolls the page)
     });
     if (view) {
@@ -445,14 +445,16 @@
   }
 
   async function guarded(work) {
-    if (busy) return;
+    if (busy) return false;
     busy = true;
     updateControls();
     try {
       await work();
+      return true;
     } catch (err) {
       if (!cy) container.textContent = err.message;
       fail(err.message);
+      return false;
     } finally {
       busy = false;
       updateControls();
@@ -550,8 +552,8 @@
     if (!text) return;
     const note = $("graph-jump-status");
     if (note) note.textContent = "";
-    jump({ jump: text }, null).then(() => {
-      if (note && selected) note.textContent = "Showing " + title(state.nodes.get(selected)) + ".";
+    jump({ jump: text }, null).then((ok) => {
+      if (ok && note && selected) note.textContent = "Showing " + title(state.nodes.get(selected)) + ".";
     });
   });
 
