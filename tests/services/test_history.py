@@ -1,0 +1,128 @@
+"""Bounded reads of a key's history (SPEC §10): pages, search, windows, timeline, frontier as of T."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from memory import history
+from memory.models import Cell, Operation, Version
+from memory.services import operation_apply
+
+pytestmark = pytest.mark.django_db
+
+
+def op(ns, key, kind, value=None, version=None):
+    return operation_apply(namespace=ns, key=key, op=kind, value=value, version_id=version,
+                           actor="user:test", explicit=True)
+
+
+def cell(ns, key="k"):
+    return Cell.objects.select_related("head").get(namespace=ns, key=key)
+
+
+def test_ordinals_and_counter_follow_commit_order(ns):
+    for i in range(5):
+        op(ns, "k", "accept", f"v{i}")
+    op(ns, "k", "contest", "x")
+    c = cell(ns)
+    assert c.version_count == 6
+    assert list(Version.objects.filter(cell=c).order_by("id").values_list("ordinal", flat=True)) \
+        == [1, 2, 3, 4, 5, 6]
+
+
+def test_history_pages_walk_the_whole_history_newest_first_with_the_head(ns):
+    for i in range(12):
+        op(ns, "k", "accept", f"v{i}")
+    c = cell(ns)
+    seen, cursor = [], None
+    while True:
+        entries, cursor, total = history.history_page(c, before=cursor, limit=5)
+        assert total == 12
+        seen += [e.value for e in entries]
+        if cursor is None:
+            break
+    assert seen == [f"v{i}" for i in reversed(range(12))]
+    assert history.history_page(c, limit=5)[0][0].status == "active"  # the head is listed
+
+
+def test_a_cursor_of_another_key_is_refused_naming_before(ns):
+    op(ns, "k", "accept", "a")
+    op(ns, "other", "accept", "b")
+    with pytest.raises(history.HistoryError) as refused:
+        history.history_page(cell(ns), before=history.cursor_for(cell(ns, "other"), 1))
+    assert refused.value.field == "before"
+    for junk in ("x", "1-", "-1", "1-2-3", "١-٢"):
+        with pytest.raises(history.HistoryError):
+            history.history_page(cell(ns), before=junk)
+
+
+def test_value_search_finds_words_by_their_start_and_counts_matches(ns):
+    for value in ("Lisbon harbour", "Berlin", "lisbon airport", "Porto", "LISBON"):
+        op(ns, "k", "accept", value)
+    entries, cursor, total = history.history_page(cell(ns), search="lisb")
+    assert [e.value for e in entries] == ["LISBON", "lisbon airport", "Lisbon harbour"]
+    assert total == 3 and cursor is None
+    assert [e.value for e in history.history_page(cell(ns), search="lisbon air")[0]] == [
+        "lisbon airport"]
+    with pytest.raises(history.HistoryError) as refused:
+        history.history_page(cell(ns), search="!!!")
+    assert refused.value.field == "search"
+
+
+def test_graph_window_counts_what_lies_outside_and_keeps_open_alternatives(ns):
+    op(ns, "k", "accept", "first")
+    for i in range(30):
+        op(ns, "k", "accept", f"v{i}")
+        op(ns, "k", "noop")
+    rival = op(ns, "k", "contest", "rival").operation.version_id
+    c = cell(ns)
+    total = c.version_count
+    graph = history.graph_window(c, limit=10)
+    w = graph["window"]
+    assert w["versions"] == 10 and w["newer"] == 0 and w["older"] == total - 10
+    versions = [n for n in graph["nodes"] if n["kind"] == "version"]
+    assert {c.head_id, rival} <= {n["version"] for n in versions}
+    oldest = Version.objects.filter(cell=c).order_by("ordinal").first()
+    around = history.graph_window(c, around=oldest.id, limit=10)
+    assert around["window"]["older"] == 0 and around["window"]["newer"] == total - 10
+    shown = {n["version"] for n in around["nodes"] if n["kind"] == "version"}
+    assert {c.head_id, rival, oldest.id} <= shown  # the open contest, outside the window too
+
+
+def test_around_a_version_of_another_key_is_refused_naming_around(ns):
+    op(ns, "k", "accept", "a")
+    other = op(ns, "other", "accept", "b").operation.version_id
+    with pytest.raises(history.HistoryError) as refused:
+        history.graph_window(cell(ns), around=other)
+    assert refused.value.field == "around"
+
+
+def test_timeline_aggregates_by_status_into_few_buckets(ns):
+    for i in range(20):
+        op(ns, "k", "accept", f"v{i}")
+    op(ns, "k", "revoke")
+    line = history.status_timeline(cell(ns), buckets=4)
+    assert line["total"] == 20
+    counts: dict[str, int] = {}
+    for b in line["bins"]:
+        for status, n in b["counts"].items():
+            counts[status] = counts.get(status, 0) + n
+    assert counts == {"superseded": 18, "active": 1, "revoked": 1}
+    assert len(line["bins"]) <= 4
+
+
+def test_frontier_as_of_lists_keys_that_existed_with_their_values_then(ns):
+    op(ns, "a", "accept", "a1")
+    t1 = Operation.objects.filter(namespace=ns).latest("id").created_at
+    op(ns, "a", "accept", "a2")
+    op(ns, "b", "accept", "b1")
+    rows, nxt = history.frontier_as_of(ns, t1)
+    assert [(r.key, r.value, r.status) for r in rows] == [("a", "a1", "active")] and nxt is None
+    rows, _ = history.frontier_as_of(ns, t1 - timedelta(days=1))
+    assert rows == []
+    now_rows, _ = history.frontier_as_of(ns, t1 + timedelta(days=1))
+    assert [(r.key, r.value) for r in now_rows] == [("a", "a2"), ("b", "b1")]
+    page, nxt = history.frontier_as_of(ns, t1 + timedelta(days=1), limit=1)
+    assert [r.key for r in page] == ["a"] and nxt == "a"
