@@ -4,15 +4,21 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from explorer import access_views, views
+from explorer import access_views, cell_views, views
 
 explorer_patterns = [
     path("", views.index, name="index"),
     path("ns/<slug:ns>/", views.frontier, name="frontier"),
     path("ns/<slug:ns>/live/", views.live, name="live"),
-    path("ns/<slug:ns>/cells/<str:key>/", views.cell, name="cell"),
-    path("ns/<slug:ns>/cells/<str:key>/panel/", views.cell_panel, name="cell_panel"),
-    path("ns/<slug:ns>/cells/<str:key>/graph/", views.cell_graph_json, name="cell_graph"),
+    path("ns/<slug:ns>/cells/<str:key>/", cell_views.cell, name="cell"),
+    path("ns/<slug:ns>/cells/<str:key>/panel/", cell_views.cell_panel, name="cell_panel"),
+    path("ns/<slug:ns>/cells/<str:key>/graph/", cell_views.cell_graph_json, name="cell_graph"),
+    path("ns/<slug:ns>/cells/<str:key>/timeline/", cell_views.cell_timeline, name="cell_timeline"),
+    path("ns/<slug:ns>/cells/<str:key>/history/", cell_views.cell_history, name="cell_history"),
+    path("ns/<slug:ns>/cells/<str:key>/versions/", cell_views.cell_version_choices,
+         name="cell_version_choices"),
+    path("ns/<slug:ns>/cells/<str:key>/versions/<int:version_id>/", cell_views.cell_version,
+         name="cell_version"),
     path("ns/<slug:ns>/cells/<str:key>/operations/", views.cell_operate, name="cell_operate"),
     path("ns/<slug:ns>/cells/<str:key>/erase/", views.cell_erase_page, name="cell_erase"),
     path("ns/<slug:ns>/observations/", views.observation_add, name="observation_add"),

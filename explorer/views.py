@@ -13,8 +13,7 @@ import logging
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.core.serializers.json import DjangoJSONEncoder
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -22,6 +21,8 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
 from explorer.access import Access, namespace_access, require_reviewer, visible_namespaces
+from explorer.asof_views import frontier_past
+from explorer.cell_page import cell_context, cell_head, load_cell
 from explorer.forms import (
     FRONTIER_FILTERS,
     OPS,
@@ -33,7 +34,6 @@ from explorer.forms import (
     ReadForm,
 )
 from explorer.selectors import (
-    explorer_graph,
     frontier_page,
     live_fingerprint,
     namespace_overview,
@@ -42,10 +42,9 @@ from explorer.selectors import (
     observations_with_drops,
     operation_log,
 )
-from memory.domain import HEAD_STATUSES, CellStatus, InvalidOperation, Status
-from memory.models import Evidence, Membership
+from memory.domain import CellStatus, InvalidOperation
+from memory.models import Cell, Evidence, Membership
 from memory.reads import READ_MODES, read
-from memory.selectors import CellDetail, cell_detail
 from memory.services import (
     CellNotFound,
     cell_erase,
@@ -135,6 +134,8 @@ def live(request: HttpRequest, ns: str) -> HttpResponse:
 @require_GET
 def frontier(request: HttpRequest, ns: str) -> HttpResponse:
     access = namespace_access(request.user, ns)
+    if request.GET.get("as_of") or request.GET.get("at"):  # SPEC §9: the frontier then
+        return frontier_past(request, access)
     form = FrontierFilter(request.GET)
     data = form.cleaned_data if form.is_valid() else {}
     show = data.get("show") or "all"
@@ -152,69 +153,18 @@ def frontier(request: HttpRequest, ns: str) -> HttpResponse:
     return render(request, "explorer/frontier.html", context)
 
 
-# --- cell page -------------------------------------------------------------------------------
+# --- cell page (explorer.cell_views; the actions below answer with its panel) ---------------
 
 
-def _cell_or_404(access: Access, key: str) -> CellDetail:
-    detail = cell_detail(namespace=access.namespace, key=key)
-    if detail is None:
+def _cell_or_404(access: Access, key: str) -> Cell:
+    cell = load_cell(access.namespace, key)
+    if cell is None:
         raise Http404("no such cell")
-    return detail
+    return cell
 
 
-def _cell_context(access: Access, detail: CellDetail, **extra: Any) -> dict[str, Any]:
-    head = [h for h in detail.history if h["status"] in HEAD_STATUSES]
-    alternatives = [h for h in detail.history if h["status"] == Status.ALTERNATIVE]
-    return {
-        **_ns_context(access, "frontier"),
-        "cell": detail,
-        "winners": head + alternatives,  # the choices of resolve
-        "retractable": [h for h in detail.history if h["status"] != Status.REVOKED],
-        "in_flight": observations_unsettled(namespace=access.namespace, limit=5),
-        "op_form": extra.pop("op_form", None),
-        "obs_form": extra.pop("obs_form", None),
-        **extra,
-    }
-
-
-@login_required
-@require_GET
-def cell(request: HttpRequest, ns: str, key: str) -> HttpResponse:
-    access = namespace_access(request.user, ns)
-    detail = _cell_or_404(access, key)
-    if detail.key != key:  # an alias: the canonical key's page is the bookmark
-        return redirect("explorer:cell", ns=ns, key=detail.key)
-    return render(request, "explorer/cell.html", _cell_context(access, detail))
-
-
-@login_required
-@require_GET
-def cell_panel(request: HttpRequest, ns: str, key: str) -> HttpResponse:
-    """One live region of the cell page: ``part`` = state | actions (else the whole panel).
-    The action forms are a reviewer's: anyone else asking for them gets 403."""
-    access = namespace_access(request.user, ns)
-    part = request.GET.get("part", "")
-    if part == "actions":
-        require_reviewer(access)
-    detail = _cell_or_404(access, key)
-    template = {"state": "explorer/partials/cell_state.html",
-                "actions": "explorer/partials/cell_actions.html"}.get(
-        part, "explorer/partials/cell_panel.html")
-    return render(request, template, _cell_context(access, detail))
-
-
-@login_required
-@require_GET
-def cell_graph_json(request: HttpRequest, ns: str, key: str) -> JsonResponse:
-    access = namespace_access(request.user, ns)
-    graph = explorer_graph(namespace=access.namespace, key=key)
-    if graph is None:
-        raise Http404("no such cell")
-    for node in graph.nodes:  # nodes carry the head of a text; these pages show it whole
-        if node["kind"] == "evidence":
-            node["page"] = reverse("explorer:observation", args=[ns, node["observation"]])
-            node["observation_url"] = reverse("api-observation", args=[ns, node["observation"]])
-    return JsonResponse(graph.as_dict(), encoder=DjangoJSONEncoder)
+def _cell_context(access: Access, cell: Cell, **extra: Any) -> dict[str, Any]:
+    return cell_context(access, cell, **extra)
 
 
 def _panel_response(request: HttpRequest, access: Access, key: str, *, status: int = 200,
@@ -224,17 +174,18 @@ def _panel_response(request: HttpRequest, access: Access, key: str, *, status: i
 
     htmx gets 200 even for a refusal: the reason is shown in the panel it swaps in, and a
     4xx would only add a browser console error for an outcome the page handles."""
-    detail = _cell_or_404(access, key)
-    context = _cell_context(access, detail, **extra)
+    cell = _cell_or_404(access, key)
+    context = _cell_context(access, cell, **extra)
     if _is_htmx(request):
         response = render(request, "explorer/partials/cell_panel.html", context)
         return trigger_client_event(response, "pmem-graph")
     if status == 200:
-        return redirect("explorer:cell", ns=access.namespace.name, key=detail.key)
+        return redirect("explorer:cell", ns=access.namespace.name, key=cell.key)
     return render(request, "explorer/cell.html", context, status=status)
 
 
-def _outcome(detail: CellDetail, op: str) -> str:
+def _outcome(cell: Cell, op: str) -> str:
+    detail = cell_head(cell)
     label = OP_LABELS.get(op, op)
     if detail.value is None:
         return f"{label}: done. The cell is now empty."
@@ -264,8 +215,8 @@ def cell_operate(request: HttpRequest, ns: str, key: str) -> HttpResponse:
                                error=f"Refused: {exc.reason}")
     except CellNotFound:
         raise Http404("no such cell") from None
-    detail = _cell_or_404(access, key)
-    return _panel_response(request, access, key, message=_outcome(detail, data["op"]))
+    return _panel_response(request, access, key,
+                           message=_outcome(_cell_or_404(access, key), data["op"]))
 
 
 @login_required

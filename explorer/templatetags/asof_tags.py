@@ -1,0 +1,33 @@
+"""Links into the past (SPEC §9): "memory as of just before / just after" an operation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
+
+from django import template
+from django.urls import reverse
+
+register = template.Library()
+
+#: Operations are committed at microsecond resolution: "just before" one is a microsecond
+#: earlier, "just after" is its own commit time (as of T includes what committed at T).
+TICK = timedelta(microseconds=1)
+
+
+def as_of_param(moment: datetime) -> str:
+    """The canonical ``as_of`` of a URL: ISO 8601 in UTC, to the microsecond, with its zone."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+@register.simple_tag
+def asof_url(ns: str, moment: datetime | None, side: str = "after", key: str = "",
+             has_cell: bool = True) -> str:
+    """The explorer page of ``key`` (the frontier without a key, or when the key's cell is
+    gone) as of just ``side`` ``moment``."""
+    if moment is None:
+        return ""
+    at = moment - TICK if side == "before" else moment
+    path = (reverse("explorer:cell", args=[ns, key]) if key and has_cell
+            else reverse("explorer:frontier", args=[ns]))
+    return f"{path}?{urlencode({'as_of': as_of_param(at)})}"
