@@ -243,6 +243,7 @@ class Operation(models.Model):
         REVOKE = OpType.REVOKE.value
         RESOLVE = OpType.RESOLVE.value
         NOOP = OpType.NOOP.value
+        RESTORE = OpType.RESTORE.value
         REINSTATE = vocabulary.REINSTATE  # the reopening of a predecessor by rollback (SPEC §4)
 
     # Indexed by op_log_idx / op_key_idx, evidence by op_evidence_idx (decision 17: each index
@@ -267,6 +268,10 @@ class Operation(models.Model):
     prompt_tokens = models.IntegerField(default=0)
     completion_tokens = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # SPEC §3: how it was decided (``actor`` says who asked), and its evidence's source.
+    method = models.CharField(max_length=16, default=vocabulary.Method.EXPLICIT.value,
+                              choices=[(m.value, m.value) for m in vocabulary.Method])
+    source = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         indexes = [
@@ -297,6 +302,10 @@ class Version(models.Model):
     alternative_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
                                        related_name="alternatives")
     created_at = models.DateTimeField(auto_now_add=True)
+    # SPEC §3 ``restore``: the revoked or contradicted version this one brought back.
+    # Indexed only where set (version_restores_idx): almost every version has none.
+    restores = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                 related_name="restored_by", db_index=False)
 
     class Meta:
         constraints = [
@@ -307,7 +316,11 @@ class Version(models.Model):
                 name="supersedes_points_backward",
             ),
         ]
-        indexes = [models.Index(fields=["cell", "status"], name="version_cell_status_idx")]
+        indexes = [
+            models.Index(fields=["cell", "status"], name="version_cell_status_idx"),
+            models.Index(fields=["restores"], condition=Q(restores__isnull=False),
+                         name="version_restores_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.value} ({self.status})"

@@ -137,7 +137,8 @@ class Batch:
                 base: dict[str, Any], reason: str) -> None:
         """An operation invalid in the cell's state, logged as a noop with its reason."""
         self.ops.append(PendingOp(key, cell, item, actor, str(OpType.NOOP), item.op, reason,
-                                  {**base, "invalid": reason}, self.evidence, invalid=reason))
+                                  {**base, "invalid": reason}, self.evidence, invalid=reason,
+                                  method=str(item.method)))
 
     # --- SPEC §8: source trust and valid time (observations only) -------------------------------
 
@@ -193,7 +194,7 @@ class Batch:
                        reinstated=tuple(v for v, _ in outcome.reinstated),
                        support_refs=outcome.supported, tomb_refs=outcome.tombstoned,
                        head_before=head_before, head_after=outcome.head_after,
-                       new_id=outcome.new_id)
+                       new_id=outcome.new_id, method=str(item.method))
         self.ops.append(op)
         self.ops += [reinstate_op(op, index, version_id, status)
                      for version_id, status in outcome.reinstated]
