@@ -278,6 +278,9 @@ class Operation(models.Model):
             models.Index(fields=["namespace", "-id"], name="op_log_idx"),
             models.Index(fields=["namespace", "key", "-id"], name="op_key_idx"),
             models.Index(fields=["evidence"], name="op_evidence_idx"),
+            # The review queue's "closed by later writes" (decision 63): few rows, so cheap.
+            models.Index(fields=["namespace", "-id"], condition=Q(payload__has_key="closed_contest"),
+                         name="op_closed_contest_idx"),
         ]
 
 

@@ -4,7 +4,9 @@
    ``Operation.source`` (its evidence's source), and ``restore`` among the operation types.
 2. ``Version.restores``: the revoked or contradicted version a ``restore`` brought back,
    indexed only where set.
-3. Backfill. Rows written before this migration named the method as the actor (``extractor``,
+3. ``op_closed_contest_idx``: the operations that closed a contest (``payload.closed_contest``,
+   written from now on), for the review queue's "closed by later writes" (decision 63).
+4. Backfill. Rows written before this migration named the method as the actor (``extractor``,
    ``annotator``) or a bare ``api``. Each such row now names who asked — the observation's
    recorder (``api:<token>``, ``mcp:<token>``, ``user:<name>``), else ``system`` — and the
    method it named moves to ``method``: ``extractor`` → rule, ``annotator`` → model, ``api`` →
@@ -75,6 +77,11 @@ class Migration(migrations.Migration):
                          ("revoke", "Revoke"), ("resolve", "Resolve"), ("noop", "Noop"),
                          ("restore", "Restore"), ("reinstate", "Reinstate")],
                 max_length=16),
+        ),
+        migrations.AddIndex(
+            model_name="operation",
+            index=models.Index(condition=models.Q(("payload__has_key", "closed_contest")),
+                               fields=["namespace", "-id"], name="op_closed_contest_idx"),
         ),
         migrations.RunSQL(BACKFILL, migrations.RunSQL.noop),
     ]

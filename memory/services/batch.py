@@ -29,6 +29,7 @@ from memory.domain import (
     OpInput,
     OpRequest,
     OpType,
+    Status,
     decide,
     decide_late,
     interpret,
@@ -181,12 +182,17 @@ class Batch:
                 base: dict[str, Any]) -> int | None:
         index = len(self.ops)
         head_before = self.overlay.heads.get(cell.pk)
+        was_contested = self._contested(cell)
         valid_from = (self.evidence.observed_at if self.evidence is not None
                       and self.evidence.observed_at is not None else self.now)
         outcome = interpret(decision, self.overlay.sink(cell, created_by=index,
                                                         valid_from=valid_from, now=self.now))
         if decision.applied:
             self.overlay.changed.add(cell.pk)
+        if was_contested and not self._contested(cell):
+            # A contest closed: the review queue lists those a resolve did not close
+            # (decision 63), through the partial index op_closed_contest_idx.
+            base = {**base, "closed_contest": True}
         op = PendingOp(cell.key, cell, item, actor,
                        decision.op if decision.applied else str(OpType.NOOP), item.op,
                        item.reason or decision.note, base, self.evidence,
@@ -199,6 +205,10 @@ class Batch:
         self.ops += [reinstate_op(op, index, version_id, status)
                      for version_id, status in outcome.reinstated]
         return outcome.new_id
+
+    def _contested(self, cell: Cell) -> bool:
+        head = self.overlay.head(cell)
+        return head is not None and head.status == Status.CONTESTED
 
     def write(self) -> list[Applied]:
         """Write everything decided; one :class:`Applied` per operation asked for (reinstate

@@ -128,3 +128,16 @@ def test_retracting_a_restored_value_rolls_back_past_it_to_the_head_before_the_r
     apply(g, "restore", version=vid(g, "b"))
     apply(g, "revoke")
     assert g.head_value(K) == "a"
+
+
+def test_reasons_and_methods_read_in_plain_words():
+    from memory.domain.wording import plain_method, plain_reason
+
+    assert plain_reason("rule: asserted") == "the observation states it"
+    assert plain_reason("rollback after operation 12") == (
+        "reopened because operation 12 retracted a newer value")
+    assert plain_reason("invalid: resolve needs a contested cell") == (
+        "refused — resolve needs a contested cell")
+    assert plain_reason("the sensor was wrong") == "the sensor was wrong"
+    assert plain_reason("rule: asserted; hard_commit") == "the observation states it (forced: hard commit)"
+    assert plain_method("rule") == "decided by the rule extractor"
