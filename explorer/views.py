@@ -32,15 +32,6 @@ from explorer.forms import (
     OperationForm,
     ReadForm,
 )
-from explorer.workbench_selectors import (
-    LogFilters,
-    changes_since,
-    last_operation_id,
-    log_page,
-    observation_yield,
-    observations_without_facts,
-    undo_offer,
-)
 from explorer.selectors import (
     explorer_graph,
     frontier_page,
@@ -49,6 +40,15 @@ from explorer.selectors import (
     observation_page,
     observations_unsettled,
     observations_with_drops,
+)
+from explorer.workbench_selectors import (
+    LogFilters,
+    changes_since,
+    last_operation_id,
+    log_page,
+    observation_yield,
+    observations_without_facts,
+    undo_offer,
 )
 from memory.domain import (
     HEAD_STATUSES,

@@ -108,7 +108,8 @@ def _resolve_many(request: HttpRequest, access: Any) -> tuple[list[dict[str, Any
     post = request.POST
     only = post.get("only")
     indexes = [only] if only else post.getlist("pick")
-    results, kept = [], {}
+    results: list[dict[str, Any]] = []
+    kept: dict[str, dict[str, str]] = {}
     for i in indexes:
         key, winner = post.get(f"key-{i}", ""), post.get(f"winner-{i}", "")
         reason = (post.get(f"reason-{i}") or "").strip()[:2000]

@@ -64,7 +64,7 @@ def log_page(*, namespace: Namespace, filters: LogFilters, before: int | None,
         evidence_head=Left("evidence__text", VALUE_CHARS))
     if before is not None:
         page = page.filter(id__lt=before)
-    rows = list(page[: limit + 1])
+    rows: list[Operation] = list(page[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     for o in rows:
@@ -110,11 +110,12 @@ def open_contests(*, namespace: Namespace, limit: int = 100) -> list[dict[str, A
 def closed_contests(*, namespace: Namespace, after: int, limit: int = 50) -> list[Operation]:
     """Operations after ``after`` that closed a contest without a resolve (a later accept, a
     retraction, …): who closed it, how and with what value (op_closed_contest_idx)."""
-    return list(Operation.objects.filter(namespace=namespace, id__gt=after,
-                                         payload__has_key="closed_contest")
-                .exclude(type=OpType.RESOLVE).defer("raw_output")
-                .annotate(version_value=Left("version__value", VALUE_CHARS))
-                .order_by("-id")[:limit])
+    rows: list[Operation] = list(
+        Operation.objects.filter(namespace=namespace, id__gt=after,
+                                 payload__has_key="closed_contest")
+        .exclude(type=OpType.RESOLVE).defer("raw_output")
+        .annotate(version_value=Left("version__value", VALUE_CHARS)).order_by("-id")[:limit])
+    return rows
 
 
 def last_operation_id(namespace: Namespace, key: str | None = None) -> int:
@@ -131,8 +132,8 @@ def changes_since(*, namespace: Namespace, key: str, seen: int | None,
     qs = Operation.objects.filter(namespace=namespace, key=key).exclude(type=REINSTATE)
     if seen:
         qs = qs.filter(id__gt=seen)
-    rows = list(qs.defer("raw_output").annotate(version_value=Left("version__value", VALUE_CHARS))
-                .order_by("-id")[:limit])
+    rows: list[Operation] = list(qs.defer("raw_output").annotate(
+        version_value=Left("version__value", VALUE_CHARS)).order_by("-id")[:limit])
     for o in rows:
         o.reason_words = plain_reason(o.reason)  # type: ignore[attr-defined]
     return rows
@@ -167,7 +168,7 @@ def version_side(*, namespace: Namespace, key: str, version_id: int) -> dict[str
             "head": version.status in HEAD_STATUSES}
 
 
-def version_choices(*, namespace: Namespace, key: str, limit: int = 200) -> list[dict[str, Any]]:
+def version_choices(*, namespace: Namespace, key: str, limit: int = 200) -> list[Any]:
     return list(Version.objects.filter(cell__namespace=namespace, cell__key=key).order_by("-id")
                 .values("id", "status", value_head=Left("value", 60))[:limit])
 

@@ -136,7 +136,7 @@ class OperationSummaryOut(serializers.Serializer):
     reason = serializers.CharField()
     actor = serializers.CharField()
     method = serializers.CharField()
-    source = serializers.CharField(allow_blank=True)
+    source = serializers.CharField(allow_blank=True)  # type: ignore[assignment]
 
 
 class DroppedFactOut(serializers.Serializer):
@@ -276,7 +276,8 @@ class OperationOut(serializers.Serializer):
                                             "system")
     method = serializers.CharField(help_text="How it was decided: explicit, rule, model, "
                                              "identity, reinstate")
-    source = serializers.CharField(allow_blank=True, help_text="The evidence's source")
+    source = serializers.CharField(  # type: ignore[assignment]  # a field, not Field.source
+        allow_blank=True, help_text="The evidence's source")
     reason = serializers.CharField()
     seq = serializers.IntegerField(allow_null=True)
     observation = serializers.IntegerField(allow_null=True)

@@ -36,8 +36,9 @@ def compensation(op_type: str, version_id: int | None,
                  effects: Sequence[Mapping[str, Any]]) -> tuple[Compensation, ...]:
     """The operations that undo an applied operation of type ``op_type`` (empty: nothing to
     undo). ``version_id`` is the operation row's version; ``effects`` its logged effects."""
-    retyped = [(e.get("version_id"), e.get("status")) for e in effects
-               if e.get("effect") == "Retype" and isinstance(e.get("version_id"), int)]
+    retyped: list[tuple[int, str]] = [
+        (int(e["version_id"]), str(e.get("status"))) for e in effects
+        if e.get("effect") == "Retype" and isinstance(e.get("version_id"), int)]
     if op_type == OpType.REVOKE and version_id is not None:
         return (Compensation(OpType.RESTORE, version_id),)
     if op_type == OpType.REJECT:

@@ -28,7 +28,6 @@ from .observations import (
     observations_record,
 )
 from .planning import ModelUnavailable
-from .undo import NotUndoable, operation_undo
 from .tokens import (
     TokenRejected,
     audit_record,
@@ -39,6 +38,7 @@ from .tokens import (
     token_revoke,
     token_usable,
 )
+from .undo import NotUndoable, operation_undo
 
 __all__ = [
     "Applied", "CellNotFound", "ExtractionFailed", "InvalidName", "LastAdmin", "ModelUnavailable",

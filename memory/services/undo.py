@@ -4,6 +4,8 @@ transaction, each in the log with the actor, the reason and the operation it und
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.db import transaction
 
 from memory.domain import REINSTATE, InvalidOperation, OpInput, OpType
@@ -43,5 +45,5 @@ def operation_undo(*, namespace: Namespace, operation_id: int, actor: str,
     with transaction.atomic():
         applied = apply_batch(namespace=namespace, items=items, explicit=True)
     for one in applied:
-        transaction.on_commit(lambda one=one: _refresh_embedding(one))
+        transaction.on_commit(partial(_refresh_embedding, one))
     return applied

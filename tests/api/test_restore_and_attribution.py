@@ -106,8 +106,9 @@ def test_an_observation_cannot_carry_restore(api, ns):
 
 
 def test_a_write_token_may_not_restore(ns, client_for):
-    from memory.services import token_create
     from rest_framework.test import APIClient
+
+    from memory.services import token_create
 
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION="Token " + token_create(
