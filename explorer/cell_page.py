@@ -19,7 +19,9 @@ from explorer import history_shim as mh
 from explorer.access import Access
 from explorer.cell_reads import CHOICES, TICK, Steps, as_of_param, op_steps, version_choices
 from explorer.selectors import live_fingerprint, observations_unsettled
-from memory.models import Cell, KeyAlias, Namespace
+from explorer.workbench_selectors import last_operation_id
+from memory.domain import RESTORABLE_STATUSES
+from memory.models import Cell, KeyAlias, Namespace, Version
 from memory.selectors import cell_lookup
 
 #: The graph's first window (CONTRACT: default 40, at most 500 versions).
@@ -144,7 +146,21 @@ def cell_context(access: Access, cell: Cell, *, as_of: datetime | None = None,
                    "status": head.status}] if head.version else [])
         context["winners"] = heads + head.alternatives  # the choices of resolve
         context["retractable"], _more = version_choices(cell=cell, limit=CHOICES)
+        context["restorable"] = restorable_versions(cell)
+        context["seen_op"] = last_operation_id(access.namespace, cell.key)
     return context
+
+
+RESTORABLE_SHOWN = 20
+
+
+def restorable_versions(cell: Cell) -> list[dict[str, Any]]:
+    """The newest revoked or contradicted versions, each with its Restore button (SPEC §3
+    ``restore``): a page, never the whole history (one query on the (cell, status) index)."""
+    rows = (Version.objects.filter(cell=cell, status__in=list(RESTORABLE_STATUSES))
+            .order_by("-ordinal").values("id", "ordinal", "value", "status")[:RESTORABLE_SHOWN])
+    return [{"version": r["id"], "ordinal": r["ordinal"], "value": r["value"],
+             "status": r["status"]} for r in rows]
 
 
 # --- graph and timeline -----------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from memory.domain import DISCLOSURES, VALUE_OPS, CellStatus, OpType
+from memory.domain import DISCLOSURES, LOG_TYPES, VALUE_OPS, CellStatus, OpType
 from memory.domain.scopes import DEFAULT_SCOPE, Scope
 from memory.models import Membership
 
@@ -19,12 +19,15 @@ OPS = (
     (OpType.CONTEST.value, "Contest"),
     (OpType.ACCEPT.value, "Accept"),
 )
+#: What the cell page's forms may post: the actions above, and restore (the Restore buttons
+#: of revoked and contradicted versions).
+FORM_OPS = (*OPS, (OpType.RESTORE.value, "Restore"))
 #: The frontier page's filters: every cell, a cell status, changed lately, failed observations.
 FRONTIER_FILTERS = ("all", CellStatus.CONTESTED.value, CellStatus.EMPTY.value, "recent", "failed")
 
 
 class OperationForm(forms.Form):
-    op = forms.ChoiceField(choices=OPS)
+    op = forms.ChoiceField(choices=FORM_OPS)
     value = forms.CharField(required=False, strip=True, max_length=settings.PMEM_MAX_VALUE_CHARS)
     version = forms.IntegerField(required=False, min_value=1)
     reason = forms.CharField(max_length=2000, strip=True,
@@ -37,6 +40,8 @@ class OperationForm(forms.Form):
             self.add_error("value", f"{op} needs a value.")
         if op == OpType.RESOLVE and not data.get("version"):
             self.add_error("version", "Pick the winner.")
+        if op == OpType.RESTORE and not data.get("version"):
+            self.add_error("version", "Name the version to restore.")
         return data
 
 
@@ -55,8 +60,12 @@ class FrontierFilter(forms.Form):
 
 class LogFilter(forms.Form):
     key = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS, strip=True)
+    key_contains = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS,
+                                   strip=True)
+    op = forms.ChoiceField(required=False, choices=[("", "any")] + [(t, t) for t in LOG_TYPES])
     actor = forms.CharField(required=False, max_length=200, strip=True)
-    before = forms.IntegerField(required=False, min_value=1)
+    source = forms.CharField(required=False, max_length=200, strip=True)
+    before = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
 
 
 DISCLOSE = tuple((name, name) for name in DISCLOSURES)

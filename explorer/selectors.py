@@ -208,7 +208,7 @@ def observation_page(*, namespace: Namespace, evidence_id: int) -> ObservationPa
         return None
     produced = Operation.objects.filter(evidence_id=evidence.pk)
     operations = list(produced.order_by("id").values(
-        "id", "type", "requested", "key", "cell_id", "version_id", "reason", "actor",
+        "id", "type", "requested", "key", "cell_id", "version_id", "reason", "actor", "method",
         value_head=Left("value", LIST_TEXT_CHARS)))
     raw_outputs = list(produced.exclude(raw_output="").order_by("raw_output")
                        .values_list("raw_output", flat=True).distinct())

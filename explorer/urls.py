@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from explorer import access_views, cell_views, views
+from explorer import access_views, cell_views, views, workbench
 
 explorer_patterns = [
     path("", views.index, name="index"),
@@ -27,6 +27,14 @@ explorer_patterns = [
     path("ns/<slug:ns>/observations/<int:evidence_id>/retry/", views.observation_retry_view,
          name="observation_retry"),
     path("ns/<slug:ns>/operations/", views.operations, name="operations"),
+    path("ns/<slug:ns>/operations/export.<str:fmt>", workbench.export_log, name="export_log"),
+    path("ns/<slug:ns>/operations/<int:operation_id>/undo/", workbench.undo, name="undo"),
+    path("ns/<slug:ns>/review/", workbench.review, name="review"),
+    path("ns/<slug:ns>/export/frontier.<str:fmt>", workbench.export_frontier,
+         name="export_frontier"),
+    path("ns/<slug:ns>/cells/<str:key>/diff/", workbench.diff, name="diff"),
+    path("ns/<slug:ns>/cells/<str:key>/export.<str:fmt>", workbench.export_history,
+         name="export_history"),
     path("ns/<slug:ns>/read/", views.read_compare, name="read"),
     path("ns/<slug:ns>/access/", access_views.access_page, name="access"),
     path("ns/<slug:ns>/access/tokens/", access_views.token_add, name="token_add"),

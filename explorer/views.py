@@ -16,7 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import trigger_client_event
 
@@ -24,8 +24,8 @@ from explorer.access import Access, namespace_access, require_reviewer, visible_
 from explorer.asof_views import frontier_past
 from explorer.cell_page import cell_context, cell_head, load_cell
 from explorer.forms import (
+    FORM_OPS,
     FRONTIER_FILTERS,
-    OPS,
     EraseForm,
     FrontierFilter,
     LogFilter,
@@ -40,9 +40,17 @@ from explorer.selectors import (
     observation_page,
     observations_unsettled,
     observations_with_drops,
-    operation_log,
 )
-from memory.domain import CellStatus, InvalidOperation
+from explorer.workbench_selectors import (
+    LogFilters,
+    changes_since,
+    last_operation_id,
+    log_page,
+    observation_yield,
+    observations_without_facts,
+    undo_offer,
+)
+from memory.domain import LOG_TYPES, CellStatus, InvalidOperation
 from memory.models import Cell, Evidence, Membership
 from memory.reads import READ_MODES, read
 from memory.services import (
@@ -56,7 +64,7 @@ from memory.services import (
 from memory.tasks import enqueue_erase_followup, enqueue_observation
 
 log = logging.getLogger("pmem.explorer")
-OP_LABELS = dict(OPS)
+OP_LABELS = dict(FORM_OPS)
 LOG_PAGE = 50
 
 
@@ -163,8 +171,8 @@ def _cell_or_404(access: Access, key: str) -> Cell:
     return cell
 
 
-def _cell_context(access: Access, cell: Cell, **extra: Any) -> dict[str, Any]:
-    return cell_context(access, cell, **extra)
+from memory.domain import CellStatus, InvalidOperation
+from memory.models import Cell, Evidence, Membership
 
 
 def _panel_response(request: HttpRequest, access: Access, key: str, *, status: int = 200,
@@ -207,16 +215,23 @@ def cell_operate(request: HttpRequest, ns: str, key: str) -> HttpResponse:
                                    str(e) for errs in form.errors.values() for e in errs))
     data = form.cleaned_data
     try:
-        operation_apply(namespace=access.namespace, key=key, op=data["op"], actor=_actor(request),
-                        value=data["value"] or None, version_id=data["version"],
-                        reason=data["reason"], explicit=True)
+        applied = operation_apply(namespace=access.namespace, key=key, op=data["op"],
+                                  actor=_actor(request), value=data["value"] or None,
+                                  version_id=data["version"], reason=data["reason"],
+                                  explicit=True)
     except InvalidOperation as exc:
+        # Keep what was typed (op_form), show the current choices (the panel is re-read),
+        # and say what changed since the page was drawn (issue 17, item 4).
+        seen = request.POST.get("seen", "")
+        changes = changes_since(namespace=access.namespace, key=_cell_or_404(access, key).key,
+                                seen=int(seen) if seen.isascii() and seen.isdigit() else None)
         return _panel_response(request, access, key, status=409, op_form=form,
-                               error=f"Refused: {exc.reason}")
+                               error=f"Refused: {exc.reason}", changes=changes)
     except CellNotFound:
         raise Http404("no such cell") from None
     return _panel_response(request, access, key,
-                           message=_outcome(_cell_or_404(access, key), data["op"]))
+                           message=_outcome(_cell_or_404(access, key), data["op"]),
+                           undo=undo_offer(applied.operation))
 
 
 @login_required
@@ -300,6 +315,7 @@ def observation(request: HttpRequest, ns: str, evidence_id: int) -> HttpResponse
         raise Http404("no such observation")
     return render(request, "explorer/observation.html", {
         **_ns_context(access, "operations"), "page": page, "e": page.evidence,
+        "no_fact": observation_yield(page.evidence),
         "api_url": reverse("api-observation", args=[ns, evidence_id])})
 
 
@@ -321,16 +337,20 @@ def operations(request: HttpRequest, ns: str) -> HttpResponse:
     access = namespace_access(request.user, ns)
     form = LogFilter(request.GET)
     data = form.cleaned_data if form.is_valid() else {}
-    ops = operation_log(namespace=access.namespace, key=data.get("key") or None,
-                        actor=data.get("actor") or None, before=data.get("before") or None,
-                        limit=LOG_PAGE + 1)
+    filters = LogFilters(**{name: data.get(name) or "" for name in
+                            ("key", "key_contains", "op", "actor", "source")})
+    page = log_page(namespace=access.namespace, filters=filters,
+                    before=data.get("before") or None, limit=LOG_PAGE)
+    query = urlencode({k: v for k, v in vars(filters).items() if v})
     context = {
         **_ns_context(access, "operations"),
-        "ops": ops[:LOG_PAGE], "older": ops[LOG_PAGE - 1].pk if len(ops) > LOG_PAGE else None,
-        "key": data.get("key") or "", "actor": data.get("actor") or "",
+        "page": page, "ops": page.rows, "older": page.older, "filters": filters,
+        "query": query, "op_types": LOG_TYPES, "form_errors": form.errors,
+        "key": filters.key, "actor": filters.actor,
         "paged": bool(data.get("before")),
         "unsettled": observations_unsettled(namespace=access.namespace),
         "with_drops": observations_with_drops(namespace=access.namespace),
+        "without_facts": observations_without_facts(namespace=access.namespace),
     }
     if _htmx_target(request) == "log-results":
         return render(request, "explorer/partials/log_results.html", context)

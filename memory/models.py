@@ -246,6 +246,7 @@ class Operation(models.Model):
         REVOKE = OpType.REVOKE.value
         RESOLVE = OpType.RESOLVE.value
         NOOP = OpType.NOOP.value
+        RESTORE = OpType.RESTORE.value
         REINSTATE = vocabulary.REINSTATE  # the reopening of a predecessor by rollback (SPEC §4)
 
     # Indexed by op_log_idx / op_key_idx, evidence by op_evidence_idx (decision 17: each index
@@ -270,12 +271,19 @@ class Operation(models.Model):
     prompt_tokens = models.IntegerField(default=0)
     completion_tokens = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    # SPEC §3: how it was decided (``actor`` says who asked), and its evidence's source.
+    method = models.CharField(max_length=16, default=vocabulary.Method.EXPLICIT.value,
+                              choices=[(m.value, m.value) for m in vocabulary.Method])
+    source = models.CharField(max_length=200, blank=True, default="")
 
     class Meta:
         indexes = [
             models.Index(fields=["namespace", "-id"], name="op_log_idx"),
             models.Index(fields=["namespace", "key", "-id"], name="op_key_idx"),
             models.Index(fields=["evidence"], name="op_evidence_idx"),
+            # The review queue's "closed by later writes" (decision 63): few rows, so cheap.
+            models.Index(fields=["namespace", "-id"], condition=Q(payload__has_key="closed_contest"),
+                         name="op_closed_contest_idx"),
         ]
 
 
@@ -303,6 +311,10 @@ class Version(models.Model):
     # 1-based position in the key's history, in commit order (decision 50): the keyset of
     # history pages and graph windows, and with Cell.version_count their exact counts.
     ordinal = models.IntegerField()
+    # SPEC §3 ``restore``: the revoked or contradicted version this one brought back.
+    # Indexed only where set (version_restores_idx): almost every version has none.
+    restores = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
+                                 related_name="restored_by", db_index=False)
 
     class Meta:
         constraints = [
@@ -319,6 +331,8 @@ class Version(models.Model):
             models.Index(fields=["cell", "status"], name="version_cell_status_idx"),
             # As of T: how many versions the key held then (the last ordinal created by T).
             models.Index(fields=["cell", "created_at"], name="version_cell_created_idx"),
+            models.Index(fields=["restores"], condition=Q(restores__isnull=False),
+                         name="version_restores_idx"),
             # Also, in SQL only (migration 0008): version_value_tsv, the GIN index of the
             # folded value's lexemes, read by the erase and by the history's search (dec. 52).
         ]

@@ -19,6 +19,7 @@ from memory.domain import (
     DISCLOSURES,
     HEAD_STATUSES,
     CellStatus,
+    EvidenceState,
     Status,
     normalize_key,
     same_value,
@@ -261,13 +262,36 @@ def cells_full(cells: list[Cell], history: int = HISTORY_DEFAULT) -> list[dict[s
 
 
 def operations_list(*, namespace: Namespace, key: str | None = None,
-                    actor: str | None = None) -> QuerySet[Operation]:
+                    actor: str | None = None, key_contains: str | None = None,
+                    op: str | None = None, source: str | None = None) -> QuerySet[Operation]:
+    """The operation log, newest first, filtered (CONTRACT): ``key`` exactly (normalised, as
+    stored), ``key_contains`` a part of a key (normalised the same way, so ``alice home``
+    finds ``alice_home_city``), ``op`` a log type, ``actor`` and ``source`` exactly."""
     qs = Operation.objects.filter(namespace=namespace)
     if key:
         qs = qs.filter(key=normalize_key(key))
+    if key_contains and normalize_key(key_contains):
+        qs = qs.filter(key__contains=normalize_key(key_contains))
+    if op:
+        qs = qs.filter(type=op)
     if actor:
         qs = qs.filter(actor=actor)
+    if source is not None and source != "":
+        qs = qs.filter(source=source)
     return qs.order_by("-id")
+
+
+def observation_note(*, state: str, facts_found: int | None, operations: int,
+                     extractor: str | None) -> str:
+    """Said in words when a committed observation yielded no fact (issue 17: it was dropped
+    silently): which extractor read it and what to do instead. Empty otherwise."""
+    if state != EvidenceState.COMMITTED or facts_found is None or facts_found > 0 or operations:
+        return ""
+    by = {"rules": "the rule extractor", "model": "the model"}.get(
+        (extractor or "").split("+")[-1], "extraction")
+    hint = ("write it as `key = value` lines or send structured facts, or configure a model"
+            if by == "the rule extractor" else "send it as structured facts")
+    return f"No fact found: {by} read nothing it could store in this text; {hint}."
 
 
 #: Characters of an observation's text that a graph node or a list row carries: the whole

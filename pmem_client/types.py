@@ -73,6 +73,10 @@ class ObservationOperation:
     reason: str
     actor: str
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: How it was decided (explicit, rule, model, identity, reinstate) and the evidence's
+    #: source (SPEC §3); empty from a server that predates them.
+    method: str = ""
+    source: str = ""
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> ObservationOperation:
@@ -81,7 +85,8 @@ class ObservationOperation:
                    key=str(body.get("key", "")), value=_str(body.get("value")),
                    version=_int(body.get("version")), status=_str(body.get("status")),
                    reason=str(body.get("reason") or ""), actor=str(body.get("actor") or ""),
-                   raw=body)
+                   raw=body, method=str(body.get("method") or ""),
+                   source=str(body.get("source") or ""))
 
 
 @dataclass(frozen=True)
@@ -212,6 +217,8 @@ class Operation:
     observation: int | None
     created_at: datetime | None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    method: str = ""  # SPEC §3: how it was decided
+    source: str = ""  # the evidence's source
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Operation:
@@ -221,7 +228,8 @@ class Operation:
                    version=_int(body.get("version")), actor=str(body.get("actor") or ""),
                    reason=str(body.get("reason") or ""), seq=_int(body.get("seq")),
                    observation=_int(body.get("observation")),
-                   created_at=_time(body.get("created_at")), raw=body)
+                   created_at=_time(body.get("created_at")), raw=body,
+                   method=str(body.get("method") or ""), source=str(body.get("source") or ""))
 
 
 @dataclass(frozen=True)

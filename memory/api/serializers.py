@@ -10,6 +10,7 @@ from rest_framework import serializers
 from memory.domain import (
     DISCLOSURES,
     KEY_MAX_CHARS,
+    OBSERVATION_OPS,
     VALUE_OPS,
     CellStatus,
     EvidenceState,
@@ -46,7 +47,10 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 BIGINT_MAX = 2**63 - 1
+#: What the cell-operations endpoint takes (``restore`` included) ...
 OPS = [o.value for o in OpType]
+#: ... and what a fact of an observation may carry (``restore`` is a person's, SPEC §3).
+FACT_OPS = [o.value for o in OBSERVATION_OPS]
 
 
 def _key_field() -> serializers.CharField:
@@ -77,13 +81,15 @@ def _check_op_args(attrs: dict[str, Any]) -> dict[str, Any]:
         raise serializers.ValidationError({"value": f"{op} needs a non-empty value"})
     if op == OpType.RESOLVE and not has_value and version is None:
         raise serializers.ValidationError({"value": "resolve needs the winner's value or version"})
+    if op == OpType.RESTORE and version is None:
+        raise serializers.ValidationError({"version": "restore needs the version to restore"})
     return attrs
 
 
 class FactIn(serializers.Serializer):
     key = _key_field()
     value = _value_field()
-    op = serializers.ChoiceField(choices=OPS, required=False)
+    op = serializers.ChoiceField(choices=FACT_OPS, required=False)
     version = StrictIntegerField(min_value=1, max_value=BIGINT_MAX, required=False)
     hard_commit = StrictBooleanField(required=False, default=False)
     # Why a fact with an explicit op was sent (an agent retracting its own update): recorded
@@ -128,6 +134,9 @@ class OperationSummaryOut(serializers.Serializer):
     version = serializers.IntegerField(allow_null=True)
     status = serializers.CharField(allow_null=True)
     reason = serializers.CharField()
+    actor = serializers.CharField()
+    method = serializers.CharField()
+    source = serializers.CharField(allow_blank=True)  # type: ignore[assignment]
 
 
 class DroppedFactOut(serializers.Serializer):
@@ -151,6 +160,12 @@ class ObservationOut(serializers.Serializer):
     error = serializers.CharField(allow_blank=True)
     operations = OperationSummaryOut(many=True, required=False)
     extraction = ExtractionOut(allow_null=True, required=False)
+    facts_found = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="How many facts the observation yielded (null before extraction).")
+    note = serializers.CharField(
+        allow_blank=True, required=False,
+        help_text="Said in words when a committed observation yielded no fact.")
 
 
 class MentionOut(serializers.Serializer):
@@ -303,7 +318,12 @@ class OperationOut(serializers.Serializer):
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True)
     version = serializers.IntegerField(allow_null=True)
-    actor = serializers.CharField()
+    actor = serializers.CharField(help_text="Who asked: api:<token>, mcp:<token>, user:<name>, "
+                                            "system")
+    method = serializers.CharField(help_text="How it was decided: explicit, rule, model, "
+                                             "identity, reinstate")
+    source = serializers.CharField(  # type: ignore[assignment]  # a field, not Field.source
+        allow_blank=True, help_text="The evidence's source")
     reason = serializers.CharField()
     seq = serializers.IntegerField(allow_null=True)
     observation = serializers.IntegerField(allow_null=True)

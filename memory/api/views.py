@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.conf import settings
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, ExpressionWrapper, Func, IntegerField, Q
 from django.db.models.fields.json import KT, KeyTransform
 from django.urls import reverse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -21,7 +21,7 @@ from rest_framework.views import APIView
 
 from memory import history as memory_history
 from memory import reads, selectors
-from memory.domain import SETTLED_STATES, CellStatus
+from memory.domain import LOG_TYPES, SETTLED_STATES, CellStatus
 from memory.domain.render import CellText, render_cell
 from memory.domain.scopes import Scope
 from memory.history import HISTORY_DEFAULT
@@ -133,7 +133,8 @@ def _next_url(request: Request, **params: Any) -> str:
 
 def observation_body(evidence: Evidence) -> dict[str, Any]:
     ops = list(Operation.objects.filter(evidence=evidence).order_by("id").only(
-        "id", "type", "requested", "key", "value", "version_id", "reason", "actor"))
+        "id", "type", "requested", "key", "value", "version_id", "reason", "actor", "method",
+        "source"))
     statuses = dict(Version.objects.filter(pk__in=[o.version_id for o in ops if o.version_id])
                     .values_list("id", "status"))
     return {
@@ -145,14 +146,25 @@ def observation_body(evidence: Evidence) -> dict[str, Any]:
             {"op": o.type, "requested": o.requested, "key": o.key, "value": o.value,
              "version": o.version_id,
              "status": statuses.get(o.version_id) if o.version_id else None, "reason": o.reason,
-             "actor": o.actor}
+             "actor": o.actor, "method": o.method, "source": o.source}
             for o in ops
         ],
         "cost": {"chat_calls": evidence.chat_calls, "embed_calls": evidence.embed_calls,
                  "prompt_tokens": evidence.prompt_tokens,
                  "completion_tokens": evidence.completion_tokens},
-        "extraction": extraction_body(evidence.pk),
+        **_yield_body(evidence, len(ops)),
     }
+
+
+def _yield_body(evidence: Evidence, operations: int) -> dict[str, Any]:
+    """``extraction``, plus what the observation yielded: ``facts_found`` and a ``note`` in
+    words when it was committed with no fact (issue 17, item 5; additive fields)."""
+    extraction = extraction_body(evidence.pk)
+    found = None if extraction is None else extraction.pop("facts_found")
+    note = selectors.observation_note(
+        state=evidence.state, facts_found=found, operations=operations,
+        extractor=extraction["extractor"] if extraction else None)
+    return {"extraction": extraction, "facts_found": found, "note": note}
 
 
 def extraction_body(evidence_id: int) -> dict[str, Any] | None:
@@ -165,13 +177,15 @@ def extraction_body(evidence_id: int) -> dict[str, Any] | None:
                           KT("extracted__extraction_error"),
                           KeyTransform("dropped", "extracted"),
                           ExpressionWrapper(Q(extracted__isnull=True),
-                                            output_field=BooleanField()))
+                                            output_field=BooleanField()),
+                          Func(KeyTransform("facts", "extracted"),
+                               function="jsonb_array_length", output_field=IntegerField()))
              .first())
     if parts is None or parts[4]:
         return None
-    extractor, raw, error, dropped, _ = parts
+    extractor, raw, error, dropped, _, found = parts
     return {"extractor": extractor, "raw": raw or "", "error": error,
-            "dropped": list(dropped or [])}
+            "dropped": list(dropped or []), "facts_found": found or 0}
 
 
 def _enqueue(evidence_id: int) -> None:
@@ -495,7 +509,8 @@ class CellOperationsView(NamespaceView):
 
 def operation_row(o: Operation) -> dict[str, Any]:
     return {"id": o.id, "op": o.type, "requested": o.requested, "key": o.key, "value": o.value,
-            "version": o.version_id, "actor": o.actor, "reason": o.reason, "seq": o.seq,
+            "version": o.version_id, "actor": o.actor, "method": o.method, "source": o.source,
+            "reason": o.reason, "seq": o.seq,
             "observation": o.evidence_id, "created_at": o.created_at,
             "raw_output": o.raw_output, "payload": o.payload}
 
@@ -506,14 +521,25 @@ class OperationsView(NamespaceView):
     @extend_schema(
         responses=s.OperationListOut, summary="The operation log, newest first",
         operation_id="operations_list",
-        parameters=[OpenApiParameter("key", str), OpenApiParameter("actor", str),
+        parameters=[OpenApiParameter("key", str, description="exactly this key"),
+                    OpenApiParameter("key_contains", str,
+                                     description="a part of the key (normalised like a key)"),
+                    OpenApiParameter("op", str, enum=list(LOG_TYPES)),
+                    OpenApiParameter("actor", str, description="api:<token>, user:<name>, …"),
+                    OpenApiParameter("source", str, description="the evidence's source"),
                     OpenApiParameter("before", int), OpenApiParameter("limit", int)],
     )
     def get(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
         limit = _limit(request)
-        qs = selectors.operations_list(namespace=namespace, key=request.query_params.get("key"),
-                                       actor=request.query_params.get("actor"))
+        params = request.query_params
+        op = params.get("op") or None
+        if op is not None and op not in LOG_TYPES:
+            raise exceptions.ValidationError({"op": f"one of {', '.join(LOG_TYPES)}"})
+        qs = selectors.operations_list(namespace=namespace, key=params.get("key"),
+                                       actor=params.get("actor"),
+                                       key_contains=params.get("key_contains"), op=op,
+                                       source=params.get("source"))
         raw_before = request.query_params.get("before")
         if raw_before is not None:
             before = _digits(raw_before)

@@ -25,7 +25,7 @@ from .model import (
     same_value,
 )
 from .rollback import walks_past
-from .vocabulary import OpType, Status
+from .vocabulary import RESTORABLE_STATUSES, OpType, Status
 
 
 def decide(state: CellState, req: OpRequest) -> Decision:
@@ -78,7 +78,8 @@ def _reinstate(state: CellState, *, keep_contest: bool) -> tuple[list[Effect], i
     return effects, None
 
 
-def _install(state: CellState, value: str, *, head_becomes: Status) -> tuple[list[Effect], int]:
+def _install(state: CellState, value: str, *, head_becomes: Status,
+             restores_id: int | None = None) -> tuple[list[Effect], int]:
     """Make ``value`` the active head over ``state.head`` (accept / reject with a value).
 
     The old head takes ``head_becomes`` (superseded or contradicted); in a contested cell the
@@ -94,7 +95,8 @@ def _install(state: CellState, value: str, *, head_becomes: Status) -> tuple[lis
         effects.append(Support(promoted.id))
         new_head = promoted.id
     else:
-        effects.append(NewVersion(value, Status.ACTIVE, supersedes_id=head.id))
+        effects.append(NewVersion(value, Status.ACTIVE, supersedes_id=head.id,
+                                  restores_id=restores_id))
         new_head = NEW
     effects.append(Retype(head.id, head_becomes))
     for alt in state.alternatives:
@@ -217,6 +219,32 @@ def _noop(state: CellState, req: OpRequest) -> Decision:
     return _support(OpType.NOOP, state.head, "support")
 
 
+def _restore(state: CellState, req: OpRequest) -> Decision:
+    """SPEC §3 ``restore``: the undo of a retraction or rejection. The revoked or contradicted
+    version x is never changed; its value is installed as by accept — a new head that restores
+    x and carries its evidence, or support of the head (or promotion of an alternative) when
+    a version already holds that value (decision 60)."""
+    if req.version_id is None:
+        raise InvalidOperation("invalid: restore needs the version to restore")
+    target = state.target
+    if target is None or target.id != req.version_id:
+        raise InvalidOperation(f"invalid: version {req.version_id} is not a version of this key")
+    if target.status not in RESTORABLE_STATUSES:
+        raise InvalidOperation(
+            f"invalid: restore needs a revoked or contradicted version "
+            f"(version {target.id} is {target.status})")
+    head = state.head
+    if head is None:
+        return Decision(op=OpType.RESTORE, head_id=NEW, note="restore into an empty cell",
+                        effects=(NewVersion(target.value, Status.ACTIVE,
+                                            restores_id=target.id),))
+    if same_value(head.value, target.value):
+        return _support(OpType.RESTORE, head, "value equals the head: support")
+    effects, new_head = _install(state, target.value, head_becomes=Status.SUPERSEDED,
+                                 restores_id=target.id)
+    return Decision(op=OpType.RESTORE, effects=tuple(effects), head_id=new_head)
+
+
 _HANDLERS = {
     OpType.ACCEPT: _accept,
     OpType.REJECT: _reject,
@@ -224,6 +252,7 @@ _HANDLERS = {
     OpType.REVOKE: _revoke,
     OpType.RESOLVE: _resolve,
     OpType.NOOP: _noop,
+    OpType.RESTORE: _restore,
 }
 
 

@@ -40,6 +40,10 @@ class EffectSink(Protocol):
     def support(self, version_id: int) -> None:
         """One more ``supported_by`` edge (and support count) for the version."""
 
+    def carry_support(self, version_id: int, from_id: int) -> None:
+        """``restore``: the version gets ``supported_by`` edges to the evidence that supports
+        ``from_id`` (one per distinct evidence), and its support count grows by as many."""
+
     def tombstone(self, version_id: int) -> None: ...
 
     def move_head(self, version_id: int | None) -> None: ...
@@ -69,6 +73,8 @@ def interpret(decision: Decision, sink: EffectSink) -> Outcome:
             new_id = sink.create(effect)
             sink.support(new_id)
             supported.append(new_id)
+            if effect.restores_id is not None:
+                sink.carry_support(new_id, effect.restores_id)
         elif isinstance(effect, Retype | Reinstate):
             sink.retype(effect.version_id, effect.status)
             if isinstance(effect, Reinstate):

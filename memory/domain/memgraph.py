@@ -29,6 +29,9 @@ class MemVersion:
     valid_to: int | None = None
     support: int = 0
     tombstones: int = 0
+    restores_id: int | None = None
+    #: The evidence of each ``supported_by`` edge (None: a person's operation).
+    evidence: list[int | None] = field(default_factory=list)
 
     def view(self) -> VersionView:
         return VersionView(self.id, self.value, self.status, self.supersedes_id)
@@ -58,10 +61,12 @@ class MemGraph:
                 target = self.versions[target_id].view()
         return CellState(head, alternatives, predecessors, target)
 
-    def apply(self, key: str, req: OpRequest) -> Decision:
+    def apply(self, key: str, req: OpRequest, evidence: int | None = None) -> Decision:
+        """Decide and apply ``req``; ``evidence`` is the observation it comes from (its id),
+        None for a person's operation."""
         self.clock += 1
         decision = decide(self.state(key, req), req)
-        interpret(decision, _KeySink(self, key))
+        interpret(decision, _KeySink(self, key, evidence))
         return decision
 
     def head_value(self, key: str) -> str | None:
@@ -72,14 +77,15 @@ class MemGraph:
 class _KeySink:
     """One key of a :class:`MemGraph`, as the interpreter changes it."""
 
-    def __init__(self, graph: MemGraph, key: str) -> None:
-        self.graph, self.key = graph, key
+    def __init__(self, graph: MemGraph, key: str, evidence: int | None = None) -> None:
+        self.graph, self.key, self.evidence = graph, key, evidence
 
     def create(self, effect: NewVersion) -> int:
         new_id = len(self.graph.versions) + 1
         self.graph.versions[new_id] = MemVersion(
             new_id, self.key, effect.value, effect.status, effect.supersedes_id,
-            effect.alternative_of_id, valid_from=self.graph.clock)
+            effect.alternative_of_id, valid_from=self.graph.clock,
+            restores_id=effect.restores_id)
         return new_id
 
     def retype(self, version_id: int, status: Status) -> None:
@@ -91,7 +97,15 @@ class _KeySink:
         self.graph.versions[version_id].supersedes_id = supersedes_id
 
     def support(self, version_id: int) -> None:
-        self.graph.versions[version_id].support += 1
+        version = self.graph.versions[version_id]
+        version.support += 1
+        version.evidence.append(self.evidence)
+
+    def carry_support(self, version_id: int, from_id: int) -> None:
+        version = self.graph.versions[version_id]
+        carried = sorted({e for e in self.graph.versions[from_id].evidence if e is not None})
+        version.evidence += carried
+        version.support += len(carried)
 
     def tombstone(self, version_id: int) -> None:
         self.graph.versions[version_id].tombstones += 1

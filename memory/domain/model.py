@@ -128,6 +128,9 @@ class NewVersion:
     status: Status
     supersedes_id: int | None = None
     alternative_of_id: int | None = None
+    #: ``restore``: the revoked or contradicted version this one restores (a ``restores``
+    #: edge); the new version carries that version's supporting evidence (SPEC §3).
+    restores_id: int | None = None
 
 
 @dataclass(frozen=True)

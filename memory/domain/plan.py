@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .vocabulary import CREATING_OPS, OpType
+from .vocabulary import CREATING_OPS, Method, OpType
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,8 @@ class OpInput:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     payload: dict[str, Any] = field(default_factory=dict)
+    #: How the operation was decided (SPEC §3); the actor it is signed by says who asked.
+    method: Method = Method.EXPLICIT
 
     @property
     def creates(self) -> bool:

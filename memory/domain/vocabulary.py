@@ -34,12 +34,19 @@ class OpType(StrEnum):
     REVOKE = "revoke"
     RESOLVE = "resolve"
     NOOP = "noop"
+    #: The undo of a retraction or rejection (SPEC §3): a person's request on the
+    #: cell-operations endpoint or in the explorer, never an observation's.
+    RESTORE = "restore"
 
 
 #: The log row of a predecessor reopened by rollback (SPEC §4): logged, never requested.
 REINSTATE = "reinstate"
 #: Every ``type`` an operation row may have.
 LOG_TYPES: tuple[str, ...] = (*(op.value for op in OpType), REINSTATE)
+#: The operations an observation's fact may carry (everything but ``restore``, a person's).
+OBSERVATION_OPS: tuple[OpType, ...] = tuple(op for op in OpType if op != OpType.RESTORE)
+#: Statuses ``restore`` undoes: a retraction (revoked) or a rejection / lost resolve.
+RESTORABLE_STATUSES = frozenset({Status.REVOKED, Status.CONTRADICTED})
 #: Operations that may create a cell for a key never seen before (with a value).
 CREATING_OPS = frozenset({OpType.ACCEPT, OpType.REJECT})
 #: Operations that are meaningless without a value.
@@ -94,6 +101,23 @@ class Role(StrEnum):
 
 #: The role the explorer shows for a superuser, who sees and acts everywhere.
 SUPERUSER = "superuser"
+
+
+class Method(StrEnum):
+    """How an operation was decided (SPEC §3): asked for as such, by the rule extractor and
+    the deterministic controller, by the model, by soft key identity (the fact reached its
+    key through an alias the model confirmed), or by rollback."""
+
+    EXPLICIT = "explicit"
+    RULE = "rule"
+    MODEL = "model"
+    IDENTITY = "identity"
+    REINSTATE = "reinstate"
+
+
+#: The actor of the service's own steps (SPEC §3); people are ``user:<name>``, clients
+#: ``api:<token name>`` / ``mcp:<token name>``.
+SYSTEM_ACTOR = "system"
 
 
 def may_act(role: str) -> bool:

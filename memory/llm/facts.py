@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memory.domain import ASSERTIONS, OpType
+from memory.domain import ASSERTIONS, OBSERVATION_OPS
 
-#: The typed operations of SPEC §3, in the vocabulary the model answers in.
-OPS: tuple[str, ...] = tuple(op.value for op in OpType)
+#: The typed operations of SPEC §3 an observation may carry, in the vocabulary the model
+#: answers in (``restore`` is a person's, never an observation's).
+OPS: tuple[str, ...] = tuple(op.value for op in OBSERVATION_OPS)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from .tokens import (
     token_revoke,
     token_usable,
 )
+from .undo import NotUndoable, operation_undo
 
 __all__ = [
     "Applied", "CellNotFound", "ExtractionFailed", "InvalidName", "LastAdmin", "ModelUnavailable",
@@ -47,5 +48,5 @@ __all__ = [
     "observation_commit", "observation_extract", "observation_fail", "observation_ingest",
     "observation_record", "observation_retry", "observations_ingest", "observations_record",
     "operation_apply", "token_authenticate", "token_create", "token_digest", "token_revoke",
-    "token_usable",
+    "token_usable", "NotUndoable", "operation_undo",
 ]

@@ -29,6 +29,7 @@ from memory.domain import (
     OpInput,
     OpRequest,
     OpType,
+    Status,
     decide,
     decide_late,
     interpret,
@@ -137,7 +138,8 @@ class Batch:
                 base: dict[str, Any], reason: str) -> None:
         """An operation invalid in the cell's state, logged as a noop with its reason."""
         self.ops.append(PendingOp(key, cell, item, actor, str(OpType.NOOP), item.op, reason,
-                                  {**base, "invalid": reason}, self.evidence, invalid=reason))
+                                  {**base, "invalid": reason}, self.evidence, invalid=reason,
+                                  method=str(item.method)))
 
     # --- SPEC §8: source trust and valid time (observations only) -------------------------------
 
@@ -180,12 +182,17 @@ class Batch:
                 base: dict[str, Any]) -> int | None:
         index = len(self.ops)
         head_before = self.overlay.heads.get(cell.pk)
+        was_contested = self._contested(cell)
         valid_from = (self.evidence.observed_at if self.evidence is not None
                       and self.evidence.observed_at is not None else self.now)
         outcome = interpret(decision, self.overlay.sink(cell, created_by=index,
                                                         valid_from=valid_from, now=self.now))
         if decision.applied:
             self.overlay.changed.add(cell.pk)
+        if was_contested and not self._contested(cell):
+            # A contest closed: the review queue lists those a resolve did not close
+            # (decision 63), through the partial index op_closed_contest_idx.
+            base = {**base, "closed_contest": True}
         op = PendingOp(cell.key, cell, item, actor,
                        decision.op if decision.applied else str(OpType.NOOP), item.op,
                        item.reason or decision.note, base, self.evidence,
@@ -193,11 +200,15 @@ class Batch:
                        reinstated=tuple(v for v, _ in outcome.reinstated),
                        support_refs=outcome.supported, tomb_refs=outcome.tombstoned,
                        head_before=head_before, head_after=outcome.head_after,
-                       new_id=outcome.new_id)
+                       new_id=outcome.new_id, method=str(item.method))
         self.ops.append(op)
         self.ops += [reinstate_op(op, index, version_id, status)
                      for version_id, status in outcome.reinstated]
         return outcome.new_id
+
+    def _contested(self, cell: Cell) -> bool:
+        head = self.overlay.head(cell)
+        return head is not None and head.status == Status.CONTESTED
 
     def write(self) -> list[Applied]:
         """Write everything decided; one :class:`Applied` per operation asked for (reinstate

@@ -54,6 +54,7 @@ class VersionRow:
     created_by: int | None = None  # index of the creating operation in the batch
     support_delta: int = 0
     dirty: bool = False
+    restores_id: int | None = None  # restore: the version it brings back (stored id)
 
     def view(self) -> VersionView:
         return VersionView(self.id, self.value, self.status, self.supersedes_id)
@@ -186,9 +187,13 @@ class _CellSink:
     def create(self, effect: NewVersion) -> int:
         row = VersionRow(self.overlay.new_id(), self.cell_id, effect.value, effect.status,
                          effect.supersedes_id, effect.alternative_of_id, self.valid_from, None,
-                         0, new=True, created_by=self.created_by)
+                         0, new=True, created_by=self.created_by,
+                         restores_id=effect.restores_id)
         self.overlay._keep(row)
         return row.id
+
+    def carry_support(self, version_id: int, from_id: int) -> None:
+        """The writer copies the edges (``writer._carry_support``): they are stored rows."""
 
     def retype(self, version_id: int, status: Status) -> None:
         row = self.overlay.rows[version_id]

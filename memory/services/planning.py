@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from pgvector.django import CosineDistance
 
-from memory.domain import HeadView, OpInput, OpType, Plan, normalize_key
+from memory.domain import SYSTEM_ACTOR, HeadView, Method, OpInput, OpType, Plan, normalize_key
 from memory.domain.render import key_text
 from memory.llm.annotation import AnnotationItem, annotate, annotate_without_model
 from memory.llm.client import ModelClient, client_from_settings, is_transport_error
@@ -30,8 +30,9 @@ from .overlay import Overlay, snapshot_overlay
 
 log = logging.getLogger("pmem.planning")
 
-#: The actor of an operation a client asked for without naming one.
-CLIENT_ACTOR = "api"
+#: The actor of an observation recorded without one (in-process callers that name nobody):
+#: the service's own step (SPEC §3). The extractor or annotator is a method, never the actor.
+CLIENT_ACTOR = SYSTEM_ACTOR
 
 
 class ModelUnavailable(Exception):
@@ -59,20 +60,23 @@ def plan_facts(*, facts: list[dict[str, Any]], actor: str, overlay: Overlay,
         value = None if fact.get("value") is None else str(fact["value"])
         if fact.get("op"):
             op, reason, raw = OpType(fact["op"]), str(fact.get("reason") or ""), ""
-            version, fact_actor = fact.get("version"), actor or CLIENT_ACTOR
+            version, method = fact.get("version"), Method.EXPLICIT
         else:
             ann = annotated[id(fact)]
             op, reason, raw, version = OpType(ann["op"]), ann["reason"], ann["raw"], None
             value = ann["value"]
             # A create on a key without a head is decided without the model (SPEC §5.4).
-            fact_actor = "annotator" if client is not None and ann["by_model"] else "extractor"
+            method = Method.MODEL if client is not None and ann["by_model"] else Method.RULE
+            if fact.get("alias_of"):  # the key was found by soft identity (SPEC §5.3)
+                method = Method.IDENTITY
             if op == OpType.REVOKE:
                 version = overlay.withdrawn_target(key, value)
                 if version is None:
                     op, reason = OpType.NOOP, f"withdrawn value {value!r} is not in memory"
         plan.items.append((OpInput(key=key, op=op, value=value, version_id=version,
-                                   reason=reason, raw_output=raw, payload=_payload(fact)),
-                           fact_actor))
+                                   reason=reason, raw_output=raw, payload=_payload(fact),
+                                   method=method),
+                           actor or CLIENT_ACTOR))
     return plan
 
 

@@ -24,6 +24,7 @@ from memory.domain import (
     REINSTATE,
     Decision,
     EvidenceState,
+    Method,
     OpInput,
     Status,
 )
@@ -61,6 +62,8 @@ class PendingOp:
     head_before: int | None = None
     head_after: int | None = None
     new_id: int | None = None
+    #: How it was decided (SPEC §3); ``actor`` is who asked.
+    method: str = Method.EXPLICIT.value
 
 
 @dataclass
@@ -87,7 +90,7 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     _insert_versions([
         (ids(r.id), namespace.pk, r.cell_id, r.value, str(r.status), r.valid_from, r.valid_to,
          r.support, op_ids[r.created_by or 0], ids(r.supersedes_id), ids(r.alternative_of_id),
-         now) for r in new_rows], now)
+         now, r.restores_id) for r in new_rows], now)
     _update_versions([r for r in stored if r.status in HEAD_STATUSES], ids, now)
     _insert("memory_supportedge", _SUPPORT_COLUMNS, [
         (ids(ref), op.evidence.pk if op.evidence else None, op_id)
@@ -95,6 +98,8 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     _insert("memory_tombstone", _TOMBSTONE_COLUMNS, [
         (ids(ref), op_id, now) for op, op_id in zip(ops, op_ids, strict=True)
         for ref in op.tomb_refs])
+    _carry_support([(ids(r.id), r.restores_id, op_ids[r.created_by or 0])
+                    for r in new_rows if r.restores_id is not None])
     written = Written(operations, ids)
     written.unembedded = _move_heads(overlay, ids, now, vectors)
     _drop_unused_cells(overlay)
@@ -108,7 +113,8 @@ _OPERATION_COLUMNS = (
     ("type", "varchar"), ("requested", "varchar"), ("actor", "varchar"),
     ("evidence_id", "bigint"), ("seq", "bigint"), ("version_id", "bigint"), ("value", "text"),
     ("payload", "jsonb"), ("reason", "text"), ("raw_output", "text"), ("prompt_tokens", "int"),
-    ("completion_tokens", "int"), ("created_at", "timestamptz"))
+    ("completion_tokens", "int"), ("created_at", "timestamptz"), ("method", "varchar"),
+    ("source", "varchar"))
 _OPERATION_NAMES = tuple(name for name, _ in _OPERATION_COLUMNS)
 assert list(_OPERATION_NAMES) == [f.attname for f in Operation._meta.concrete_fields], \
     "keep _OPERATION_COLUMNS in field order"
@@ -127,7 +133,9 @@ def _write_operations(namespace: Namespace, ops: Sequence[PendingOp], op_ids: li
             op.item.value if first else None, _payload(op, ids, cause),
             op.reason if first else f"rollback after operation {cause}",
             op.item.raw_output if first else "", op.item.prompt_tokens if first else 0,
-            op.item.completion_tokens if first else 0, now))
+            op.item.completion_tokens if first else 0, now,
+            op.method if first else Method.REINSTATE.value,
+            op.evidence.source if op.evidence is not None else ""))
     _insert("memory_operation", _OPERATION_COLUMNS, [
         (*row[:11], json.dumps(row[11], cls=DjangoJSONEncoder), *row[12:]) for row in rows])
     return [_stored_operation(row, namespace, op.cell, op.evidence)
@@ -179,7 +187,7 @@ def reinstate_op(cause: PendingOp, index: int, version_id: int, status: Status) 
     """The log row of a predecessor reopened by rollback (decision 5)."""
     return PendingOp(cause.key, cause.cell, cause.item, cause.actor, REINSTATE,
                      cause.item.op, "rollback", {"status": str(status)}, cause.evidence,
-                     version_ref=version_id, cause=index)
+                     version_ref=version_id, cause=index, method=Method.REINSTATE.value)
 
 
 # --- versions, edges, heads -------------------------------------------------------------------
@@ -188,7 +196,7 @@ _VERSION_COLUMNS = (
     ("id", "bigint"), ("namespace_id", "bigint"), ("cell_id", "bigint"), ("value", "text"),
     ("status", "varchar"), ("valid_from", "timestamptz"), ("valid_to", "timestamptz"),
     ("support", "int"), ("created_by_id", "bigint"), ("supersedes_id", "bigint"),
-    ("alternative_of_id", "bigint"), ("created_at", "timestamptz"))
+    ("alternative_of_id", "bigint"), ("created_at", "timestamptz"), ("restores_id", "bigint"))
 _SUPPORT_COLUMNS = (("version_id", "bigint"), ("evidence_id", "bigint"),
                     ("operation_id", "bigint"))
 _TOMBSTONE_COLUMNS = (("version_id", "bigint"), ("operation_id", "bigint"),
@@ -204,6 +212,30 @@ def _insert(table: str, columns: Sequence[tuple[str, str]], rows: list[tuple[Any
     with bound_cursor() as cur:
         cur.execute(f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})",
                     [list(col) for col in zip(*rows, strict=True)])
+
+
+_CARRY_SQL = """
+WITH carried AS (
+    INSERT INTO memory_supportedge (version_id, evidence_id, operation_id)
+    SELECT DISTINCT r.version_id, e.evidence_id, r.operation_id
+      FROM unnest(%b::bigint[], %b::bigint[], %b::bigint[]) AS r(version_id, restores, operation_id)
+      JOIN memory_supportedge AS e ON e.version_id = r.restores AND e.evidence_id IS NOT NULL
+    RETURNING version_id
+)
+UPDATE memory_version AS v SET support = v.support + c.n
+  FROM (SELECT version_id, count(*) AS n FROM carried GROUP BY version_id) AS c
+ WHERE v.id = c.version_id
+"""
+
+
+def _carry_support(rows: list[tuple[int | None, int, int]]) -> None:
+    """``restore`` (SPEC §3): each restoring version gets ``supported_by`` edges to the
+    evidence of the version it restores, one per distinct evidence, and its support count
+    grows by as many — ONE statement, and none when the batch restores nothing."""
+    if not rows:
+        return
+    with bound_cursor() as cur:
+        cur.execute(_CARRY_SQL, [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]])
 
 
 # Versions go in with their ordinals (decision 50): each key's counter is raised by the number

@@ -30,9 +30,11 @@ def test_remember_waits_for_the_commit_and_returns_typed_operations(api_url, age
         seen = memory.remember(facts=[{"key": "mug_1_location", "value": "table 1"}])
         assert isinstance(seen, pmem_client.Observation)
         assert seen.status == "committed" and seen.committed_at is not None
-        # A fact without an op is placed by the extractor (SPEC §3: the method, not the client)
+        # A fact without an op is signed by the client that sent it; the extractor that
+        # placed it is the method (SPEC §3)
         assert [(o.op, o.key, o.value, o.status, o.actor) for o in seen.operations] == [
-            ("accept", "mug_1_location", "table 1", "active", "extractor")]
+            ("accept", "mug_1_location", "table 1", "active", "api:agent")]
+        assert [(o.method, o.source) for o in seen.operations] == [("rule", "")]
         from_text = memory.remember("Update: mug 1 has been moved from table 1 to shelf 2.")
         assert [(o.key, o.value) for o in from_text.operations] == [("mug_1_location",
                                                                       "shelf 2")]
@@ -194,7 +196,7 @@ def test_async_client_does_the_same(api_url, agent, worker: CeleryWorker):
     assert out["ns"] == ns.name and "on" in out["recall"]
     assert out["after"] == "off" and out["missing"]
     assert out["log"] == [("reinstate", "api:async"), ("revoke", "api:async"),
-                          ("accept", "extractor"), ("accept", "extractor")]
+                          ("accept", "api:async"), ("accept", "api:async")]
     assert out["cells"] == ["oven"] and out["history"][-1] == "off"
 
 

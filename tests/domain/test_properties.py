@@ -21,6 +21,7 @@ step = st.one_of(
     st.tuples(st.just("revoke"), st.none(), st.integers(1, 12)),
     st.tuples(st.just("resolve"), VALUES, st.none()),
     st.tuples(st.just("noop"), st.none(), st.none()),
+    st.tuples(st.just("restore"), st.none(), st.integers(1, 12)),
 )
 
 
@@ -136,3 +137,55 @@ def test_k_retractions_reinstate_value_before_k_most_recent_commits(values, data
         g.apply(K, OpRequest(OpType.REVOKE))
     expected = values[len(values) - k - 1] if k < len(values) else None
     assert g.head_value(K) == expected
+
+
+# --- restore (SPEC §3, decision 60) --------------------------------------------------------------
+
+restore_step = st.one_of(commit_step, st.tuples(st.just("restore"), st.integers(0, 40)))
+
+
+def _retracted(g: MemGraph) -> list[int]:
+    return [v.id for v in g.versions.values() if v.status in (Status.REVOKED, Status.CONTRADICTED)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(restore_step, max_size=40))
+def test_restore_is_an_accept_of_the_restored_value_in_the_reference_model(steps):
+    """The reference model of commits and retractions, with restore: restoring a retracted
+    version pushes its value like an accept (unless it equals the top), so later retractions
+    walk back past it to what was the head before the undo."""
+    g = MemGraph()
+    seen: list[tuple[str, str | None]] = []
+    for op, arg in steps:
+        if op == "restore":
+            retracted = _retracted(g)
+            if not retracted:
+                continue
+            target = retracted[int(arg or 0) % len(retracted)]
+            value = g.versions[target].value
+            g.apply(K, OpRequest(OpType.RESTORE, None, target))
+            seen.append(("accept", value))
+            assert g.versions[target].status in (Status.REVOKED, Status.CONTRADICTED)
+        else:
+            try:
+                g.apply(K, OpRequest(OpType(op), arg))
+            except InvalidOperation:
+                pass
+            seen.append((op, arg))
+        check_invariants(g)
+        assert g.head_value(K) == reference_head(seen)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(step, min_size=1, max_size=30), st.sampled_from(["revoke", "reject"]))
+def test_retracting_the_head_then_restoring_it_brings_its_value_back(steps, retraction):
+    g = run(steps)
+    head_id = g.heads.get(K)
+    if head_id is None:
+        return
+    value = g.versions[head_id].value
+    g.apply(K, OpRequest(OpType(retraction)))
+    g.apply(K, OpRequest(OpType.RESTORE, None, head_id))
+    check_invariants(g)
+    assert g.head_value(K) is not None and g.head_value(K).casefold() == value.casefold()
+    assert g.versions[head_id].status in (Status.REVOKED, Status.CONTRADICTED)

@@ -123,7 +123,7 @@ def test_without_a_model_keys_match_exactly_after_normalisation(celery_worker_pr
     later = submit(ns, "home_city_of_alice = Lyon", "Alice Home City = Nice")
     assert settle(later, worker) == ["committed", "committed"]
     assert heads(ns) == {"alice_home_city": "Nice", "home_city_of_alice": "Lyon"}
-    assert all(o.actor == "extractor" for e in first + later for o in ops_of(e))
+    assert all(o.method == "rule" for e in first + later for o in ops_of(e))
     assert reload(first[0]).chat_calls == 0
     assert_memory_consistent(ns)
 

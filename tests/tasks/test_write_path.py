@@ -34,13 +34,13 @@ def test_text_in_cells_out(llm_worker, llm_server, ns):
     assert heads(ns) == {"mug_location": "kitchen table", "color": "red"}
     ops = ops_of(evidence)
     # New keys are creates, decided without the annotator (SPEC §5.4).
-    assert [(o.key, o.type, o.actor) for o in ops] == [
-        ("mug_location", "accept", "extractor"), ("color", "accept", "extractor")]
+    assert [(o.key, o.type, o.method) for o in ops] == [
+        ("mug_location", "accept", "rule"), ("color", "accept", "rule")]
     assert not any(o.raw_output for o in ops) and llm_server.counts["annotation"] == 0
     [update] = submit(ns, "mug_location = shelf")
     assert settle([update], llm_worker) == ["committed"]
     [op] = ops_of(update)
-    assert (op.key, op.type, op.actor) == ("mug_location", "accept", "annotator")
+    assert (op.key, op.type, op.method) == ("mug_location", "accept", "model")
     assert op.raw_output  # the annotator's answer is kept on each operation it chose
     evidence = reload(evidence)
     assert evidence.embedding is not None and "vectors" not in evidence.extracted

@@ -1,0 +1,64 @@
+"""Undo (issue 17, SPEC §3): the compensating typed operation of a person's operation.
+
+Nothing is ever taken back out of the graph: an undo is one more audited operation (or a few)
+that brings the cell back to what it showed before —
+
+- a retraction (``revoke``) or rejection (``reject``) is undone by ``restore`` of the version
+  it revoked or contradicted;
+- a resolution is undone by contesting the head again with each value it contradicted;
+- an ``accept``, a ``contest`` or a ``restore`` is undone by retracting the version it
+  installed (created or promoted);
+- an operation that changed nothing (a noop, a support) has nothing to undo.
+
+:func:`compensation` reads only the operation's type, the version its log row points at and
+its effects as the writer logged them (``payload["effects"]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .vocabulary import OpType, Status
+
+
+@dataclass(frozen=True)
+class Compensation:
+    """One operation of an undo. ``version_id`` is the version to restore or retract, or, for
+    ``contest``, the version whose value contests the head again."""
+
+    op: OpType
+    version_id: int
+
+
+def compensation(op_type: str, version_id: int | None,
+                 effects: Sequence[Mapping[str, Any]]) -> tuple[Compensation, ...]:
+    """The operations that undo an applied operation of type ``op_type`` (empty: nothing to
+    undo). ``version_id`` is the operation row's version; ``effects`` its logged effects."""
+    retyped: list[tuple[int, str]] = [
+        (int(e["version_id"]), str(e.get("status"))) for e in effects
+        if e.get("effect") == "Retype" and isinstance(e.get("version_id"), int)]
+    if op_type == OpType.REVOKE and version_id is not None:
+        return (Compensation(OpType.RESTORE, version_id),)
+    if op_type == OpType.REJECT:
+        return tuple(Compensation(OpType.RESTORE, vid) for vid, status in retyped
+                     if status == Status.CONTRADICTED)[:1]
+    if op_type == OpType.RESOLVE:
+        return tuple(Compensation(OpType.CONTEST, vid) for vid, status in retyped
+                     if status == Status.CONTRADICTED)
+    if op_type in (OpType.ACCEPT, OpType.CONTEST, OpType.RESTORE) and version_id is not None:
+        return (Compensation(OpType.REVOKE, version_id),)
+    return ()
+
+
+def undo_label(op_type: str) -> str:
+    """What the Undo button of an operation does, in a reviewer's words."""
+    return {
+        OpType.REVOKE: "Undo: restore the retracted version",
+        OpType.REJECT: "Undo: restore the rejected value",
+        OpType.RESOLVE: "Undo: reopen the contest",
+        OpType.ACCEPT: "Undo: retract this value",
+        OpType.CONTEST: "Undo: retract the alternative",
+        OpType.RESTORE: "Undo: retract the restored value",
+    }.get(op_type, "Undo")  # type: ignore[call-overload]
