@@ -7,7 +7,6 @@ writes all go through ``memory.services``.
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -313,7 +312,7 @@ def explorer_graph(*, namespace: Namespace, key: str) -> ExplorerGraph | None:
 
 
 #: A version's status as a reviewer reads it beside a line of a raw read.
-LINE_MARKS = {Status.REVOKED: "retracted", Status.SUPERSEDED: "superseded",
+LINE_MARKS: dict[str, str] = {Status.REVOKED: "retracted", Status.SUPERSEDED: "superseded",
               Status.CONTRADICTED: "contradicted", Status.ACTIVE: "current",
               Status.CONTESTED: "contested", Status.ALTERNATIVE: "alternative"}
 
@@ -334,12 +333,12 @@ def evidence_effects(evidence_ids: list[int]) -> dict[int, list[dict[str, Any]]]
         if entry not in seen:
             seen.add(entry)
             out[row["evidence_id"]].append({"key": row["version__cell__key"], "mark": mark})
-    for row in (Operation.objects.filter(evidence_id__in=evidence_ids, cell__isnull=False,
+    for op in (Operation.objects.filter(evidence_id__in=evidence_ids, cell__isnull=False,
                                          type__in=(OpType.REVOKE, OpType.REJECT))
                 .order_by("evidence_id", "id").values("evidence_id", "type", "cell__key")):
-        mark = "retraction" if row["type"] == OpType.REVOKE else "rejection"
-        entry = (row["evidence_id"], row["cell__key"], mark)
+        mark = "retraction" if op["type"] == OpType.REVOKE else "rejection"
+        entry = (op["evidence_id"], op["cell__key"], mark)
         if entry not in seen:
             seen.add(entry)
-            out[row["evidence_id"]].append({"key": row["cell__key"], "mark": mark})
+            out[op["evidence_id"]].append({"key": op["cell__key"], "mark": mark})
     return out

@@ -3,8 +3,7 @@ with their year and zone, long values clamped."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime
 
 from django import template
 from django.utils.html import format_html
@@ -34,7 +33,7 @@ def when(moment: datetime | None, relative: bool = False) -> SafeString:
     into the reader's local time by common.js, with UTC kept on hover (the title)."""
     if moment is None:
         return format_html('<span class="muted">—</span>')
-    utc = moment.astimezone(dt_timezone.utc)
+    utc = moment.astimezone(UTC)
     iso = utc.isoformat(timespec="seconds").replace("+00:00", "Z")
     ago = format_html(' <span class="ago">({} ago)</span>', timesince(utc).split(",")[0]) \
         if relative else ""
