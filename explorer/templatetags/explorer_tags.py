@@ -35,10 +35,14 @@ def when(moment: datetime | None, relative: bool = False) -> SafeString:
         return format_html('<span class="muted">—</span>')
     utc = moment.astimezone(UTC)
     iso = utc.isoformat(timespec="seconds").replace("+00:00", "Z")
-    ago = format_html(' <span class="ago">({} ago)</span>', timesince(utc).split(",")[0]) \
-        if relative else ""
+    ago = format_html(' <span class="ago">({})</span>', _ago(utc)) if relative else ""
     return format_html('<time datetime="{}" title="{} UTC" data-local>{} UTC</time>{}', iso,
                        utc.strftime("%Y-%m-%d %H:%M:%S"), utc.strftime("%Y-%m-%d %H:%M"), ago)
+
+
+def _ago(moment: datetime) -> str:
+    since = timesince(moment).split(",")[0]
+    return "just now" if since.startswith("0\xa0") else f"{since} ago"
 
 
 @register.simple_tag
