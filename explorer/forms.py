@@ -39,7 +39,8 @@ class OperationForm(forms.Form):
         if op in VALUE_OPS and not data.get("value"):
             self.add_error("value", f"{op} needs a value.")
         if op == OpType.RESOLVE and not data.get("version"):
-            self.add_error("version", "Pick the winner.")
+            # Nothing is pre-selected on the page: a contest is settled by a choice.
+            self.add_error("version", "Pick the winner: no value is chosen for you.")
         if op == OpType.RESTORE and not data.get("version"):
             self.add_error("version", "Name the version to restore.")
         return data
@@ -54,8 +55,8 @@ class ObservationForm(forms.Form):
 class FrontierFilter(forms.Form):
     q = forms.CharField(required=False, max_length=200, strip=True)
     show = forms.ChoiceField(required=False, choices=[(s, s) for s in FRONTIER_FILTERS])
-    after = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS)
-    before = forms.CharField(required=False, max_length=settings.PMEM_MAX_KEY_CHARS)
+    sort = forms.CharField(required=False, max_length=20)
+    page = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
 
 
 class LogFilter(forms.Form):

@@ -6,17 +6,18 @@ writes all go through ``memory.services``.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Count, F, Max, QuerySet, TextField
+from django.db.models import Count, Exists, F, Max, OuterRef, Q, QuerySet, TextField
 from django.db.models.fields.json import KT, KeyTransform
 from django.db.models.functions import Cast, Left, Length
 from django.utils import timezone
 
 from memory.domain import UNSETTLED_STATES, CellStatus, EvidenceState, OpType, Status
-from memory.models import Cell, Evidence, Namespace, Operation
+from memory.models import Cell, Evidence, Namespace, Operation, SupportEdge, Version
 from memory.selectors import (
     LIST_TEXT_CHARS,
     cell_graph,
@@ -72,6 +73,7 @@ class FrontierRow:
     changed_at: datetime | None
     changed_by: str
     change: str
+    past_match: str | None = None  # the earlier value the search matched, when only that did
 
 
 @dataclass(frozen=True)
@@ -79,38 +81,73 @@ class FrontierPage:
     rows: list[FrontierRow]
     total: int
     total_capped: bool
-    next_after: str | None
-    prev_before: str | None
+    page: int
+    pages: int
+    first: int  # 1-based position of the first row shown (0 when none)
+    last: int
+    sort: str
+
+
+#: The frontier's sortable columns: name -> ordering (a key order breaks ties, so a page is
+#: stable). "changed" is the cell's last change (``updated_at``).
+FRONTIER_SORTS: dict[str, tuple[Any, ...]] = {
+    "key": (F("key").asc(),),
+    "value": (F("head__value").asc(nulls_last=True), F("key").asc()),
+    "status": (F("head__status").asc(nulls_last=True), F("key").asc()),
+    "support": (F("head__support").desc(nulls_last=True), F("key").asc()),
+    "changed": (F("updated_at").desc(), F("key").asc()),
+}
+FRONTIER_PER_PAGE = 30
+#: What a search splits into words: spaces and the separators keys use (alice_home_city).
+_WORD_SPLIT = re.compile(r"[\s_.:/-]+")
+
+
+def search_terms(search: str) -> list[str]:
+    """``alice home`` and ``alice_home`` both give ``[alice, home]``; at most 8 words."""
+    return [t for t in _WORD_SPLIT.split(search.strip()) if t][:8]
+
+
+def default_sort(show: str) -> str:
+    """Changed lately: newest first; otherwise key order."""
+    return "changed" if show == "recent" else "key"
+
+
+def _sort_order(sort: str) -> tuple[Any, ...]:
+    """``sort`` is a column name, ``-`` in front reverses it."""
+    name = sort.lstrip("-")
+    order = FRONTIER_SORTS.get(name, FRONTIER_SORTS["key"])
+    if not sort.startswith("-"):
+        return order
+    return tuple(o.copy().reverse_ordering() if i == 0 else o for i, o in enumerate(order))
 
 
 def _frontier_queryset(namespace: Namespace, show: str, search: str) -> QuerySet[Cell]:
     status = show if show in (CellStatus.CONTESTED, CellStatus.EMPTY) else None
-    qs = cells_list(namespace=namespace, status=status, search=search or None)
+    qs = cells_list(namespace=namespace, status=status)
+    # Every word must appear in the key, the current value or an earlier value of the cell.
+    for term in search_terms(search):
+        past = Version.objects.filter(cell_id=OuterRef("pk"), value__icontains=term)
+        qs = qs.filter(Q(key__icontains=term) | Q(head__value__icontains=term) | Exists(past))
     if show == "recent":
         qs = qs.filter(updated_at__gte=timezone.now() - RECENT)
-    # Keyset pagination by key rides on the (namespace, key) unique index; no OFFSET scans.
-    return qs.order_by("key")
+    return qs
 
 
 def frontier_page(*, namespace: Namespace, show: str = "all", search: str = "",
-                  after: str | None = None, before: str | None = None,
-                  per_page: int = 50) -> FrontierPage:
-    """One page of cells in key order, each with its last change and who made it."""
+                  sort: str = "", page: int = 1,
+                  per_page: int = FRONTIER_PER_PAGE) -> FrontierPage:
+    """One page of cells in the chosen order, each with its last change and who made it, and
+    its position among all that match ("31–60 of 412"). The count stops at ``COUNT_CAP``."""
+    sort = sort if sort.lstrip("-") in FRONTIER_SORTS else default_sort(show)
     qs = _frontier_queryset(namespace, show, search)
-    if before is not None:
-        cells = list(qs.filter(key__lt=before).order_by("-key")[: per_page + 1])
-        more_before = len(cells) > per_page
-        cells = list(reversed(cells[:per_page]))
-        more_after = True
-    else:
-        if after is not None:
-            qs = qs.filter(key__gt=after)
-        cells = list(qs[: per_page + 1])
-        more_after = len(cells) > per_page
-        cells = cells[:per_page]
-        more_before = after is not None
-    total = _frontier_queryset(namespace, show, search).order_by()[: COUNT_CAP + 1].count()
+    total = qs.order_by()[: COUNT_CAP + 1].count()
+    shown = min(total, COUNT_CAP)
+    pages = max(1, -(-shown // per_page))
+    page = min(max(page, 1), pages)
+    offset = (page - 1) * per_page
+    cells = list(qs.order_by(*_sort_order(sort))[offset: offset + per_page])
     last = _last_changes([c.pk for c in cells])
+    past = _past_matches(cells, search_terms(search))
     rows = []
     for c in cells:
         op = last.get(c.pk)
@@ -120,10 +157,34 @@ def frontier_page(*, namespace: Namespace, show: str = "all", search: str = "",
             support=head.support if head else 0,
             changed_at=op["created_at"] if op else c.updated_at,
             changed_by=op["actor"] if op else "", change=op["type"] if op else "",
+            past_match=past.get(c.pk),
         ))
-    return FrontierPage(rows, min(total, COUNT_CAP), total > COUNT_CAP,
-                        cells[-1].key if cells and more_after else None,
-                        cells[0].key if cells and more_before else None)
+    return FrontierPage(rows, shown, total > COUNT_CAP, page, pages,
+                        offset + 1 if rows else 0, offset + len(rows), sort)
+
+
+def _past_matches(cells: list[Cell], terms: list[str]) -> dict[int, str]:
+    """For the cells of a page that matched a search only through an earlier value, that value
+    (one query for the page)."""
+    def hit(text: str | None, term: str) -> bool:
+        return text is not None and term.lower() in text.lower()
+
+    missing = {c.pk: [t for t in terms if not hit(c.key, t) and not hit(c.head.value if c.head
+                                                                         else None, t)]
+               for c in cells}
+    missing = {pk: ts for pk, ts in missing.items() if ts}
+    if not missing:
+        return {}
+    found: dict[int, str] = {}
+    any_term = Q()
+    for term in {t for ts in missing.values() for t in ts}:
+        any_term |= Q(value__icontains=term)
+    rows = (Version.objects.filter(any_term, cell_id__in=list(missing)).order_by("cell_id", "-id")
+            .values_list("cell_id", "value"))
+    for cell_id, value in rows:
+        if cell_id not in found and all(hit(value, t) for t in missing[cell_id]):
+            found[cell_id] = value
+    return found
 
 
 def _last_changes(cell_ids: list[int]) -> dict[int, dict[str, Any]]:
@@ -248,3 +309,36 @@ def explorer_graph(*, namespace: Namespace, key: str) -> ExplorerGraph | None:
                for n in graph["nodes"]
                if n["kind"] == "operation" and n.get("version") and f"v{n['version']}" in version_ids]
     return ExplorerGraph(str(graph["key"]), graph["nodes"], graph["edges"], derived)
+
+
+#: A version's status as a reviewer reads it beside a line of a raw read.
+LINE_MARKS: dict[str, str] = {Status.REVOKED: "retracted", Status.SUPERSEDED: "superseded",
+              Status.CONTRADICTED: "contradicted", Status.ACTIVE: "current",
+              Status.CONTESTED: "contested", Status.ALTERNATIVE: "alternative"}
+
+
+def evidence_effects(evidence_ids: list[int]) -> dict[int, list[dict[str, Any]]]:
+    """What each observation of a raw read stands for now, by key: the versions it supports
+    (their status as a mark: current, superseded, retracted, …) and the retractions or
+    rejections it asked for. Two queries for any number of lines."""
+    out: dict[int, list[dict[str, Any]]] = {i: [] for i in evidence_ids}
+    if not evidence_ids:
+        return out
+    seen: set[tuple[int, str, str]] = set()
+    for row in (SupportEdge.objects.filter(evidence_id__in=evidence_ids)
+                .order_by("evidence_id", "version_id")
+                .values("evidence_id", "version_id", "version__status", "version__cell__key")):
+        mark = LINE_MARKS.get(row["version__status"], row["version__status"])
+        entry = (row["evidence_id"], row["version__cell__key"], mark)
+        if entry not in seen:
+            seen.add(entry)
+            out[row["evidence_id"]].append({"key": row["version__cell__key"], "mark": mark})
+    for op in (Operation.objects.filter(evidence_id__in=evidence_ids, cell__isnull=False,
+                                         type__in=(OpType.REVOKE, OpType.REJECT))
+                .order_by("evidence_id", "id").values("evidence_id", "type", "cell__key")):
+        mark = "retraction" if op["type"] == OpType.REVOKE else "rejection"
+        entry = (op["evidence_id"], op["cell__key"], mark)
+        if entry not in seen:
+            seen.add(entry)
+            out[op["evidence_id"]].append({"key": op["cell__key"], "mark": mark})
+    return out

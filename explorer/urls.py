@@ -8,6 +8,7 @@ from explorer import access_views, cell_views, views, workbench
 
 explorer_patterns = [
     path("", views.index, name="index"),
+    path("glossary/", views.glossary, name="glossary"),
     path("ns/<slug:ns>/", views.frontier, name="frontier"),
     path("ns/<slug:ns>/live/", views.live, name="live"),
     path("ns/<slug:ns>/cells/<str:key>/", cell_views.cell, name="cell"),

@@ -1,17 +1,23 @@
-"""Display helpers: status badges that carry their text (colour is never the only cue)."""
+"""Display helpers: status badges that carry their text (colour is never the only cue), times
+with their year and zone, long values clamped."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.timesince import timesince
 
 from memory.domain import CellStatus, EvidenceState, Status
 
 register = template.Library()
 
 #: Statuses of versions (SPEC §2) and of cells and observations, each with a readable word.
-KNOWN = {s.value for s in (*Status, *CellStatus, *EvidenceState)}
+KNOWN = {s.value for s in (*Status, *CellStatus, *EvidenceState)} | {
+    # what a line of a raw read stands for now (the read comparison's marks)
+    "current", "retracted", "retraction", "rejection"}
 
 
 @register.simple_tag
@@ -19,3 +25,32 @@ def badge(status: str | None) -> SafeString:
     word = status or "empty"
     css = word if word in KNOWN else "other"
     return format_html('<span class="badge badge-{}">{}</span>', css, word)
+
+
+@register.simple_tag
+def when(moment: datetime | None, relative: bool = False) -> SafeString:
+    """A moment with its year and zone: UTC from the server (``2026-12-01 14:03 UTC``), turned
+    into the reader's local time by common.js, with UTC kept on hover (the title)."""
+    if moment is None:
+        return format_html('<span class="muted">—</span>')
+    utc = moment.astimezone(UTC)
+    iso = utc.isoformat(timespec="seconds").replace("+00:00", "Z")
+    ago = format_html(' <span class="ago">({})</span>', _ago(utc)) if relative else ""
+    return format_html('<time datetime="{}" title="{} UTC" data-local>{} UTC</time>{}', iso,
+                       utc.strftime("%Y-%m-%d %H:%M:%S"), utc.strftime("%Y-%m-%d %H:%M"), ago)
+
+
+def _ago(moment: datetime) -> str:
+    since = timesince(moment).split(",")[0]
+    return "just now" if since.startswith("0\xa0") else f"{since} ago"
+
+
+@register.simple_tag
+def clamp(text: str | None, limit: int = 280) -> SafeString:
+    """A long value shown in full but clamped to a few lines, with a "show all" toggle (common.js
+    adds the button only when the text overflows). Short values are plain text."""
+    if text is None:
+        return format_html('<span class="muted">— empty —</span>')
+    if len(text) <= limit:
+        return format_html("{}", text)
+    return format_html('<span class="clamp" data-clamp>{}</span>', text)

@@ -27,3 +27,109 @@ document.addEventListener("submit", function (event) {
   const message = event.target.dataset && event.target.dataset.confirm;
   if (message && !window.confirm(message)) event.preventDefault();
 });
+
+// --- times: the reader's local time with year and zone; UTC stays on hover -------------------
+const TIME_FORMAT = new Intl.DateTimeFormat(undefined, {
+  year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
+  second: "2-digit", timeZoneName: "short",
+});
+
+function pad(n) { return String(n).padStart(2, "0"); }
+
+function utcText(d) {
+  return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
+    pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + " UTC";
+}
+
+window.pmemLocalTimes = function (root) {
+  for (const el of (root || document).querySelectorAll("time[datetime]")) {
+    if (el.dataset.localized) continue;
+    const d = new Date(el.getAttribute("datetime"));
+    if (isNaN(d.getTime())) continue;
+    el.textContent = TIME_FORMAT.format(d);
+    el.title = utcText(d);
+    el.dataset.localized = "1";
+  }
+};
+
+// --- long values: clamped to a few lines with a "Show all" toggle ----------------------------
+const LONG_CHARS = 280;
+const CLAMPED = "[data-clamp], .current-value, .grid td.value, .observation-text, .details dd";
+
+window.pmemClamp = function (root) {
+  for (const el of (root || document).querySelectorAll(CLAMPED)) {
+    if (el.dataset.clampDone || el.textContent.trim().length <= LONG_CHARS) continue;
+    el.dataset.clampDone = "1";
+    el.classList.add("is-long", "clamped");
+    if (el.scrollHeight <= el.clientHeight + 2) { el.classList.remove("clamped"); continue; }
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "show-all small";
+    button.textContent = "Show all";
+    button.setAttribute("aria-expanded", "false");
+    button.addEventListener("click", function () {
+      const open = el.classList.toggle("clamped") === false;
+      button.textContent = open ? "Show less" : "Show all";
+      button.setAttribute("aria-expanded", String(open));
+    });
+    el.insertAdjacentElement("afterend", button);
+  }
+};
+
+// --- tables: each cell carries its column's name, so below 640 px a row reads as a card -----
+window.pmemCardLabels = function (root) {
+  for (const table of (root || document).querySelectorAll("table.grid")) {
+    const heads = Array.from(table.querySelectorAll("thead th")).map((th) => th.textContent.trim());
+    if (!heads.length) continue;
+    for (const row of table.querySelectorAll("tbody tr")) {
+      Array.from(row.children).forEach(function (cell, i) {
+        if (!cell.hasAttribute("data-label") && heads[i]) cell.setAttribute("data-label", heads[i]);
+      });
+    }
+  }
+};
+
+function enhance(root) {
+  window.pmemLocalTimes(root);
+  window.pmemCardLabels(root);
+  window.pmemClamp(root);
+}
+
+// --- focus: after an action, focus moves to what it updated ----------------------------------
+// Only for what a person did (a form sent, a link or button pressed), never for the live
+// refreshes, and never away from a search box being typed in.
+let pendingFocus = null;
+
+document.body.addEventListener("htmx:beforeRequest", function (event) {
+  const trigger = event.detail.requestConfig && event.detail.requestConfig.triggeringEvent;
+  const elt = event.detail.elt;
+  const type = trigger ? trigger.type : "";
+  if ((type === "submit" || type === "click") && !elt.closest("[role=search]")) {
+    pendingFocus = {
+      elt: elt,
+      target: event.detail.target ? event.detail.target.id : "",
+      key: (trigger.target && trigger.target.closest && trigger.target.closest("[data-focus-key]"))
+        ? trigger.target.closest("[data-focus-key]").dataset.focusKey : "",
+    };
+  } else {
+    pendingFocus = null;
+  }
+});
+
+document.body.addEventListener("htmx:afterSettle", function (event) {
+  const config = event.detail.requestConfig;
+  if (!pendingFocus || !config || config.elt !== pendingFocus.elt) return;
+  const wanted = pendingFocus;
+  pendingFocus = null;
+  let el = wanted.key ? document.querySelector('[data-focus-key="' + CSS.escape(wanted.key) + '"]') : null;
+  const region = wanted.target ? document.getElementById(wanted.target) : null;
+  if (!el && region) {
+    el = region.querySelector(".flash, [role=alert], [role=status]") || region;
+  }
+  if (!el) return;
+  if (!el.matches("a[href], button, input, select, textarea, [tabindex]")) el.setAttribute("tabindex", "-1");
+  el.focus({ preventScroll: false });
+});
+
+if (window.htmx) window.htmx.onLoad(enhance);
+document.addEventListener("DOMContentLoaded", function () { enhance(document); });

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -229,21 +230,73 @@ def test_frontier_fragment_search_and_filters(demo_ns: Any, make_user: Any) -> N
     assert "resolve by" in page and "user:demo" in page  # last change and by whom
 
 
-def test_frontier_pages_by_key_without_offsets(ns: Any, make_user: Any) -> None:
-    for i in range(55):
+def test_frontier_pages_show_their_position_and_keep_the_search(ns: Any, make_user: Any) -> None:
+    for i in range(65):
         operation_apply(namespace=ns, key=f"k{i:03d}", op="accept", value=str(i),
                         actor="api:test", explicit=True)
     client = client_for(make_user("viewer", ns))
-    def keys(params: dict[str, str]) -> set[str]:
+    def keys(params: dict[str, str]) -> list[str]:
         body = client.get(f"/ns/{ns.name}/", params).content.decode()
-        return {f"k{i:03d}" for i in range(55) if f"/cells/k{i:03d}/" in body}
+        return re.findall(r'/cells/(k\d{3})/', body)
 
     first = client.get(f"/ns/{ns.name}/").content.decode()
-    assert "55 cells" in first and "after=k049" in first
-    assert keys({}) == {f"k{i:03d}" for i in range(50)}
-    assert keys({"after": "k049"}) == {f"k{i:03d}" for i in range(50, 55)}
-    assert "before=k050" in client.get(f"/ns/{ns.name}/", {"after": "k049"}).content.decode()
-    assert keys({"before": "k050"}) == {f"k{i:03d}" for i in range(50)}
+    assert "1–30 of 65 cells" in first and "page=2" in first and "page 1 of 3" in first
+    assert keys({}) == [f"k{i:03d}" for i in range(30)]
+    second = client.get(f"/ns/{ns.name}/", {"page": "2"}).content.decode()
+    assert "31–60 of 65 cells" in second
+    assert keys({"page": "2"}) == [f"k{i:03d}" for i in range(30, 60)]
+    assert keys({"page": "3"}) == [f"k{i:03d}" for i in range(60, 65)]
+    assert keys({"page": "99"}) == [f"k{i:03d}" for i in range(60, 65)]  # past the end: last
+    assert keys({"page": "abc"}) == [f"k{i:03d}" for i in range(30)]  # bad page: the first
+    # The pager keeps the search and the order.
+    body = client.get(f"/ns/{ns.name}/", {"q": "k0", "sort": "-key"}).content.decode()
+    assert "q=k0&amp;sort=-key&amp;page=2" in body
+
+
+def test_frontier_sorts_by_each_column(ns: Any, make_user: Any) -> None:
+    for key, value in (("b_key", "zebra"), ("a_key", "mango"), ("c_key", "apple")):
+        operation_apply(namespace=ns, key=key, op="accept", value=value, actor="api:test",
+                        explicit=True)
+    operation_apply(namespace=ns, key="b_key", op="accept", value="zebra", actor="api:test",
+                    explicit=True)  # support 2
+    client = client_for(make_user("viewer", ns))
+    def order(sort: str) -> list[str]:
+        body = client.get(f"/ns/{ns.name}/", {"sort": sort}).content.decode()
+        return re.findall(r'/cells/(\w_key)/', body)
+
+    assert order("key") == ["a_key", "b_key", "c_key"]
+    assert order("-key") == ["c_key", "b_key", "a_key"]
+    assert order("value") == ["c_key", "a_key", "b_key"]
+    assert order("support")[0] == "b_key"
+    assert order("-changed") == list(reversed(order("changed")))
+    assert order("nonsense") == ["a_key", "b_key", "c_key"]
+    body = client.get(f"/ns/{ns.name}/", {"sort": "value"}).content.decode()
+    assert 'aria-sort="ascending"' in body and "sort=-value" in body
+
+
+def test_changed_lately_is_newest_first(ns: Any, make_user: Any) -> None:
+    for key in ("a_first", "z_second", "m_third"):
+        operation_apply(namespace=ns, key=key, op="accept", value="x", actor="api:test",
+                        explicit=True)
+    body = client_for(make_user("viewer", ns)).get(
+        f"/ns/{ns.name}/", {"show": "recent"}).content.decode()
+    assert re.findall(r'/cells/(\w+?)/', body) == ["m_third", "z_second", "a_first"]
+    assert 'aria-sort="descending"' in body
+
+
+def test_search_matches_words_inside_keys_and_past_values(demo_ns: Any, make_user: Any) -> None:
+    client = client_for(make_user("viewer", demo_ns))
+    def found(q: str) -> str:
+        return client.get(f"/ns/{demo_ns.name}/", {"q": q}).content.decode()
+
+    assert "/cells/alice_home_city/" in found("alice home")
+    assert "/cells/alice_home_city/" in found("home alice")
+    assert "/cells/alice_home_city/" in found("alice_home")
+    assert "/cells/alice_home_city/" not in found("alice office")
+    detail = cell_detail(namespace=demo_ns, key="alice_home_city")
+    past = [h["value"] for h in detail.history if h["value"] != detail.value]
+    body = found(past[0])
+    assert "/cells/alice_home_city/" in body and "matched an earlier value" in body
 
 
 def test_failed_filter_shows_failed_observations(demo_ns: Any, make_user: Any) -> None:

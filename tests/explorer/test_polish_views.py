@@ -1,0 +1,75 @@
+"""Issue 17's generic pages and reads without a browser: status pages rendered by Django with
+DEBUG off, the glossary, the frontier's bounded queries, the read comparison's marks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from explorer.selectors import evidence_effects, frontier_page
+from memory.models import Evidence
+from memory.services import operation_apply
+from tests.explorer.test_views import client_for
+
+pytestmark = pytest.mark.django_db
+
+
+def test_404_and_403_are_the_explorers_own_pages(demo_ns: Any, make_user: Any,
+                                                 settings: Any) -> None:
+    settings.DEBUG = False
+    client = client_for(make_user("viewer", demo_ns))
+    missing = client.get(f"/ns/{demo_ns.name}/cells/no_such_key/")
+    assert missing.status_code == 404
+    body = missing.content.decode()
+    assert "Nothing here" in body and 'class="topbar"' in body and "/glossary/" in body
+    denied = client.get(f"/ns/{demo_ns.name}/access/")
+    assert denied.status_code == 403
+    assert "You may not do that here" in denied.content.decode()
+    # Another namespace's pages answer the same 404 as a missing one.
+    other = client.get("/ns/not-a-member-of-this/")
+    assert other.status_code == 404 and "Nothing here" in other.content.decode()
+
+
+def test_glossary_is_open_and_defines_the_words(client: Any) -> None:
+    body = client.get("/glossary/").content.decode()
+    for term in ("frontier", "support", "contested", "contradicted", "revoked", "tombstone",
+                 "superseded", "alternative", "restore"):
+        assert f'id="{term}"' in body, term
+    assert 'href="/api/docs/"' in body
+
+
+def test_the_frontier_page_costs_the_same_queries_for_30_rows_as_for_3(
+        ns: Any, make_user: Any, django_assert_max_num_queries: Any) -> None:
+    for i in range(40):
+        operation_apply(namespace=ns, key=f"item_{i:02d}_colour", op="accept", value=f"red {i}",
+                        actor="api:test", explicit=True)
+        operation_apply(namespace=ns, key=f"item_{i:02d}_colour", op="accept", value=f"blue {i}",
+                        actor="api:test", explicit=True)
+    with django_assert_max_num_queries(4):  # count, page, last changes, past matches
+        page = frontier_page(namespace=ns, search="item red", sort="-changed")
+    assert page.total == 40 and len(page.rows) == 30
+    assert all(r.past_match and r.past_match.startswith("red") for r in page.rows)
+    client = client_for(make_user("viewer", ns))
+    with django_assert_max_num_queries(14):
+        body = client.get(f"/ns/{ns.name}/", {"q": "item red", "page": "2"}).content.decode()
+    assert "31–40 of 40 cells" in body
+
+
+def test_raw_read_lines_carry_what_their_observation_stands_for_now(demo_ns: Any) -> None:
+    texts = dict(Evidence.objects.filter(namespace=demo_ns).values_list("text", "id"))
+    moved = next(i for t, i in texts.items() if "cabinet 3" in t and t.startswith("Update"))
+    in_error = next(i for t, i in texts.items() if "reported in error" in t)
+    effects = evidence_effects([moved, in_error])
+    assert {"key": "mug_1_location", "mark": "retracted"} in effects[moved]
+    assert {"key": "mug_1_location", "mark": "retraction"} in effects[in_error]
+
+
+def test_compare_reads_says_which_mode_agents_use_and_what_needs_a_model(
+        demo_ns: Any, make_user: Any) -> None:
+    client = client_for(make_user("viewer", demo_ns))
+    body = client.get(f"/ns/{demo_ns.name}/read/", {"q": "where is mug 1"}).content.decode()
+    assert body.count("agents use this") == 1
+    assert "Needs a language model" in body
+    assert f"/ns/{demo_ns.name}/cells/mug_1_location/" in body
+    assert 'class="badge badge-retracted"' in body
