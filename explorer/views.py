@@ -35,7 +35,6 @@ from explorer.forms import (
 )
 from explorer.selectors import (
     evidence_effects,
-    explorer_graph,
     frontier_page,
     live_fingerprint,
     namespace_overview,
@@ -46,7 +45,6 @@ from explorer.selectors import (
 from explorer.workbench_selectors import (
     LogFilters,
     changes_since,
-    last_operation_id,
     log_page,
     observation_yield,
     observations_without_facts,
