@@ -17,8 +17,17 @@ from django.urls import reverse
 
 from explorer import history_shim as mh
 from explorer.access import Access
-from explorer.cell_reads import CHOICES, TICK, Steps, as_of_param, op_steps, version_choices
+from explorer.cell_reads import (
+    CHOICES,
+    TICK,
+    BadParameter,
+    Steps,
+    as_of_param,
+    op_steps,
+    version_choices,
+)
 from explorer.selectors import live_fingerprint, observations_unsettled
+from memory.domain import Status
 from memory.models import Cell, KeyAlias, Namespace
 from memory.selectors import cell_lookup
 
@@ -106,6 +115,20 @@ def history_section(cell: Cell, *, ns: str, as_of: datetime | None = None,
     }
 
 
+def retract_choices(cell: Cell, search: str) -> tuple[list[dict[str, Any]], bool]:
+    """The retract form's choices: the newest versions, the one named, or those whose value
+    matches ``search`` (the history's indexed value search), never a revoked one."""
+    named = version_choices(cell=cell, search=search)
+    if named is not None:
+        return named
+    try:
+        page = mh.history_page(cell, before=None, limit=2 * CHOICES, as_of=None, search=search)
+    except BadParameter:
+        return [], False
+    rows = [e for e in page.entries if e["status"] != Status.REVOKED]
+    return rows[:CHOICES], page.total > CHOICES
+
+
 # --- the page ---------------------------------------------------------------------------------
 
 
@@ -143,7 +166,7 @@ def cell_context(access: Access, cell: Cell, *, as_of: datetime | None = None,
         heads = ([{"version": head.version, "ordinal": head.ordinal, "value": head.value,
                    "status": head.status}] if head.version else [])
         context["winners"] = heads + head.alternatives  # the choices of resolve
-        context["retractable"], _more = version_choices(cell=cell, limit=CHOICES)
+        context["retractable"], _more = retract_choices(cell, "")
     return context
 
 

@@ -139,10 +139,12 @@ def version_provenance(*, cell: Cell, version_id: int, as_of: datetime | None = 
                    "created_by", "created_at").first())
     if row is None or (as_of is not None and row["created_at"] > as_of):
         return None
-    version = {"version": row["id"], **{k: v for k, v in row.items() if k != "id"}}
+    version: dict[str, Any] = {"version": row["id"],
+                               **{k: v for k, v in row.items() if k != "id"}}
     if as_of is not None:
         version["status"] = status_at or version["status"]
-        if version["valid_to"] is not None and version["valid_to"] > as_of:
+        valid_to = row["valid_to"]
+        if valid_to is not None and valid_to > as_of:
             version["valid_to"] = None
     ops, more = _operations_of(version, as_of)
     shown = {o["evidence_id"] for o in ops if o["evidence_id"]}
@@ -157,24 +159,18 @@ def version_provenance(*, cell: Cell, version_id: int, as_of: datetime | None = 
 
 
 def version_choices(*, cell: Cell, search: str = "",
-                    limit: int = CHOICES) -> tuple[list[dict[str, Any]], bool]:
-    """Versions a retraction may name (not revoked yet), newest first: the newest ``limit``,
-    or those whose value contains ``search``, or the one named ``v12`` / ``id 345``. The
-    newest are a LIMITed backward walk of (cell, ordinal); a value search is bounded by the
-    same LIMIT (an index cannot serve a substring: the walk stops at ``limit`` matches,
-    and at 5,000 versions read)."""
+                    limit: int = CHOICES) -> tuple[list[dict[str, Any]], bool] | None:
+    """Versions a retraction may name (not revoked yet), newest first: the newest ``limit``
+    (a LIMITed backward walk of (cell, ordinal)), or the one ``search`` names (``v12``,
+    ``id 345``). None when ``search`` is text to look for in values (the history's value
+    search does that: :func:`explorer.cell_page.retract_choices`)."""
     qs = Version.objects.filter(cell=cell).exclude(status=Status.REVOKED)
     text = search.strip()
-    named = _named_version(cell, text) if text else None
-    if named is not None:
-        qs = qs.filter(pk=named)
-    elif text:
-        newest = cell.version_count
-        qs = qs.filter(value__icontains=text)
-        if newest:
-            qs = qs.filter(ordinal__gt=max(0, newest - 5000))
-    rows = list(qs.order_by("-ordinal").values(
-        "id", "ordinal", "value", "status")[:limit + 1])
+    if text:
+        if not (_ORDINAL.match(text) or _BARE.match(text) or _GLOBAL_ID.match(text)):
+            return None
+        qs = qs.filter(pk=_named_version(cell, text) or 0)
+    rows = list(qs.order_by("-ordinal").values("id", "ordinal", "value", "status")[:limit + 1])
     return ([{"version": r["id"], "ordinal": r["ordinal"], "value": r["value"],
               "status": r["status"]} for r in rows[:limit]], len(rows) > limit)
 
@@ -276,7 +272,7 @@ def op_steps(*, cell: Cell, as_of: datetime | None) -> Steps:
     """The step back / forward of the as-of control: one commit of the key's operations at a
     time (support noops are not steps: they change no belief). Every statement is a LIMITed
     walk of op_key_idx between two of the key's versions, or an index probe."""
-    ops = Operation.objects.exclude(type=OpType.NOOP).values("id", "type", "created_at")
+    ops: Any = Operation.objects.exclude(type=OpType.NOOP).values("id", "type", "created_at")
     mine = ops.filter(namespace_id=cell.namespace_id, key=cell.key)
     if as_of is None:
         last = _commit_of(list(mine.order_by("-id")[:STEP_WALK]))

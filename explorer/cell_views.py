@@ -26,6 +26,7 @@ from explorer.cell_page import (
     graph_json,
     history_section,
     load_cell,
+    retract_choices,
     status_at,
     timeline_json,
 )
@@ -35,7 +36,6 @@ from explorer.cell_reads import (
     local_as_of,
     parse_as_of,
     resolve_jump,
-    version_choices,
     version_provenance,
 )
 from memory.models import Cell
@@ -220,7 +220,7 @@ def cell_version_choices(request: HttpRequest, ns: str, key: str) -> HttpRespons
     require_reviewer(access)
     cell_row = _cell(access, key)
     search = request.GET.get("vq", "")[:200]
-    choices, more = version_choices(cell=cell_row, search=search)
+    choices, more = retract_choices(cell_row, search)
     head = cell_row.head_id
     return render(request, "explorer/partials/version_choices.html", {
         "choices": choices, "choices_more": more, "vq": search,
