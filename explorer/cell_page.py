@@ -24,6 +24,7 @@ from explorer.cell_reads import (
     Steps,
     as_of_param,
     op_steps,
+    restorable_versions,
     version_choices,
 )
 from explorer.selectors import live_fingerprint, observations_unsettled
@@ -185,6 +186,7 @@ def cell_context(access: Access, cell: Cell, *, as_of: datetime | None = None,
                    "status": head.status}] if head.version else [])
         context["winners"] = heads + head.alternatives  # the choices of resolve
         context["retractable"], _more = retract_choices(cell, "")
+        context["restorable"] = restorable_versions(cell=cell)  # Restore (issue 17)
     return context
 
 

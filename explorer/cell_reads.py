@@ -175,6 +175,20 @@ def version_choices(*, cell: Cell, search: str = "",
               "status": r["status"]} for r in rows[:limit]], len(rows) > limit)
 
 
+#: Retracted or rejected versions the cell page offers to restore (the newest; the history's
+#: rows link to the rest).
+RESTORABLE = 10
+
+
+def restorable_versions(*, cell: Cell, limit: int = RESTORABLE) -> list[dict[str, Any]]:
+    """The newest revoked or contradicted versions (what a Restore can bring back), newest
+    first: version_cell_status_idx finds them, whatever the length of the history."""
+    rows = (Version.objects.filter(cell=cell, status__in=[Status.REVOKED, Status.CONTRADICTED])
+            .order_by("-id").values("id", "ordinal", "value", "status")[:limit])
+    return [{"version": r["id"], "ordinal": r["ordinal"], "value": r["value"],
+             "status": r["status"]} for r in rows]
+
+
 def _named_version(cell: Cell, text: str) -> int | None:
     """``v12`` or ``12`` (the key's 12th version), ``id 345`` / ``#345`` (a global id): its
     id, if it is a version of ``cell``."""
