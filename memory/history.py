@@ -305,7 +305,11 @@ def cell_state(cell: Cell, *, as_of: datetime | None = None,
                 cur.execute("SELECT value FROM memory_version WHERE id = %s", [found[0]])
                 value = cur.fetchone()[0]
             head_row = (found[0], found[1], value, support_as_of(found[0], as_of))
-    entries, nxt, total = history_page(cell, limit=history, as_of=as_of)
+    if history > 0:
+        entries, nxt, total = history_page(cell, limit=history, as_of=as_of)
+    else:  # the counts alone: the first page starts at the newest version
+        total = count_as_of(cell, as_of)
+        entries, nxt = [], cursor_for(cell, total + 1) if total else None
     contested = head_row is not None and head_row[1] == Status.CONTESTED
     alts = alternatives(cell, as_of) if contested else []
     return CellAsOf(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from memory.llm import pruning
@@ -24,6 +25,7 @@ from memory.selectors import (
     evidence_for_pruning,
     evidence_line,
     frontier_read,
+    frontier_read_as_of,
     raw_read,
 )
 
@@ -35,27 +37,30 @@ class ReadMode:
     default_k: int
     needs_model: bool
     prompt: str  # the answer prompt that reads this mode's context: "state" or "flat"
-    read: Callable[..., ReadResult]  # (namespace=, query=, k=, disclose=, gate=)
+    read: Callable[..., ReadResult]  # (namespace=, query=, k=, disclose=, gate=, as_of=)
 
 
 def _frontier(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
-              gate: bool) -> ReadResult:
+              gate: bool, as_of: datetime | None = None) -> ReadResult:
+    if as_of is not None:
+        return frontier_read_as_of(namespace=namespace, query=query, k=k, disclose=disclose,
+                                   as_of=as_of)
     return frontier_read(namespace=namespace, query=query, k=k, disclose=disclose)
 
 
 def _raw(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
-         gate: bool) -> ReadResult:
-    return raw_read(namespace=namespace, query=query, k=k)
+         gate: bool, as_of: datetime | None = None) -> ReadResult:
+    return raw_read(namespace=namespace, query=query, k=k, as_of=as_of)
 
 
 def _raw_ordered(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
-                 gate: bool) -> ReadResult:
-    return raw_read(namespace=namespace, query=query, k=k, ordered=True)
+                 gate: bool, as_of: datetime | None = None) -> ReadResult:
+    return raw_read(namespace=namespace, query=query, k=k, ordered=True, as_of=as_of)
 
 
 def _pruned(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
-            gate: bool) -> ReadResult:
-    return pruned_read(namespace=namespace, query=query, k=k, gate=gate)
+            gate: bool, as_of: datetime | None = None) -> ReadResult:
+    return pruned_read(namespace=namespace, query=query, k=k, gate=gate, as_of=as_of)
 
 
 READ_MODES: dict[str, ReadMode] = {mode.name: mode for mode in (
@@ -70,14 +75,20 @@ ANSWER_MODES: tuple[str, ...] = (*READ_MODES, ITERATIVE)
 
 
 def read(mode: str, *, namespace: Any, query: str, k: int | None = None,
-         disclose: Iterable[str] = (), gate: bool = False) -> ReadResult:
-    """Read ``namespace`` for ``query`` in ``mode`` (a key of :data:`READ_MODES`)."""
+         disclose: Iterable[str] = (), gate: bool = False,
+         as_of: datetime | None = None) -> ReadResult:
+    """Read ``namespace`` for ``query`` in ``mode`` (a key of :data:`READ_MODES`), now or as
+    memory was at ``as_of`` (SPEC §9)."""
     entry = READ_MODES[mode]
+    if as_of is None:  # every mode's function takes as_of; the present calls stay as they were
+        return entry.read(namespace=namespace, query=query, k=k or entry.default_k,
+                          disclose=tuple(disclose), gate=gate)
     return entry.read(namespace=namespace, query=query, k=k or entry.default_k,
-                      disclose=tuple(disclose), gate=gate)
+                      disclose=tuple(disclose), gate=gate, as_of=as_of)
 
 
-def pruned_read(*, namespace: Any, query: str, k: int = 12, gate: bool = False) -> ReadResult:
+def pruned_read(*, namespace: Any, query: str, k: int = 12, gate: bool = False,
+                as_of: datetime | None = None) -> ReadResult:
     """Raw top-k evidence with superseded statements pruned (SPEC §7): for each pair with
     cosine ≥ 0.55 and different dates, the model says whether both state different values of
     the queried attribute; on yes the earlier one is dropped. The date decides which is
@@ -86,7 +97,7 @@ def pruned_read(*, namespace: Any, query: str, k: int = 12, gate: bool = False) 
     if client is None:
         return ReadResult("pruned", "", [], 0, available=False,
                           note="the pruned read needs a model: set PMEM_LLM_BASE_URL")
-    raw = raw_read(namespace=namespace, query=query, k=k)
+    raw = raw_read(namespace=namespace, query=query, k=k, as_of=as_of)
     if gate and not pruning.asks_current_value(client, query):
         return ReadResult("pruned", raw.context, raw.items, raw.context_chars,
                           note="gate: the question does not ask for a current value; not pruned")

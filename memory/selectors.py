@@ -32,6 +32,15 @@ from memory.domain.render import (
     render_context,
 )
 from memory.domain.scopes import token_refusal
+from memory.history import (
+    HISTORY_DEFAULT,
+    HISTORY_MAX,
+    HistoryError,
+    cell_state,
+    first_pages,
+    history_page,
+)
+from memory.history import alternatives as history_alternatives
 from memory.llm.embedding import embed_texts
 from memory.models import (
     ApiToken,
@@ -75,6 +84,8 @@ class CellDetail:
     aliases: list[str] = field(default_factory=list)
     sources: list[str] = field(default_factory=list)
     updated_at: datetime | None = None
+    history_total: int = 0  # versions in the whole history (``history`` is its newest page)
+    history_next: str | None = None  # the cursor of the next page (memory.history)
 
     def text(self) -> CellText:
         return CellText(
@@ -154,19 +165,16 @@ def cell_value(*, namespace: Namespace | int, key: str) -> CellValue | None:
                      version, support or 0)
 
 
-def cell_detail(*, namespace: Namespace, key: str, sources: int = 3) -> CellDetail | None:
-    """The materialized cell (SPEC §7) with its alternatives and full history. Four queries."""
+def cell_detail(*, namespace: Namespace, key: str, sources: int = 3,
+                history: int = HISTORY_DEFAULT) -> CellDetail | None:
+    """The materialized cell (SPEC §7) with its alternatives and the newest ``history``
+    entries of its history (SPEC §10: never the whole of it; ``history_total`` and
+    ``history_next`` say what is left). Five queries whatever the history's length."""
     cell = cell_lookup(namespace=namespace, key=key)
     if cell is None:
         return None
-    versions = list(Version.objects.filter(cell=cell).order_by("-id"))
-    head = next((v for v in versions if v.status in HEAD_STATUSES), None)
-    alternatives = [
-        {"version": v.id, "value": v.value, "support": v.support, "valid_from": v.valid_from}
-        for v in sorted(versions, key=lambda v: v.id) if v.status == Status.ALTERNATIVE
-    ]
-    history = [HistoryEntry(v.id, v.value, v.status, v.valid_from, v.valid_to, v.support).as_dict()
-               for v in versions]
+    head = cell.head
+    state = cell_state(cell, history=history)
     aliases = list(KeyAlias.objects.filter(cell=cell).order_by("id").values_list("alias", flat=True))
     snippets: list[str] = []
     if head is not None:
@@ -178,18 +186,26 @@ def cell_detail(*, namespace: Namespace, key: str, sources: int = 3) -> CellDeta
     return CellDetail(
         key=cell.key, value=head.value if head else None, status=cell_status(head),
         version=head.id if head else None, support=head.support if head else 0,
-        alternatives=alternatives, history=history, aliases=aliases, sources=snippets,
-        updated_at=cell.updated_at,
+        alternatives=state.alternatives,
+        history=[HistoryEntry(e.version, e.value, e.status, e.valid_from, e.valid_to,
+                              e.support or 0).as_dict() for e in state.history],
+        aliases=aliases, sources=snippets, updated_at=cell.updated_at,
+        history_total=state.history_total, history_next=state.history_next,
     )
 
 
 def versions_with_value(*, namespace: Namespace, key: str, value: str) -> int:
-    """How many retained versions of ``key`` hold ``value`` (normalised), whatever status."""
+    """How many retained versions of ``key`` hold ``value`` (normalised), whatever status:
+    looked up through the value search (memory.history), never by reading the history."""
     cell = cell_lookup(namespace=namespace, key=key)
-    if cell is None:
+    if cell is None or not value.strip():
         return 0
-    return sum(1 for v in Version.objects.filter(cell=cell).values_list("value", flat=True)
-               if same_value(v, value))
+    try:
+        entries, _, _ = history_page(cell, search=value, limit=HISTORY_MAX)
+    except HistoryError:  # a value without letters or digits: compared the slow way
+        return sum(1 for v in Version.objects.filter(cell=cell).values_list("value", flat=True)
+                   if same_value(v, value))
+    return sum(1 for e in entries if same_value(e.value, value))
 
 
 def cells_list(*, namespace: Namespace, status: str | None = None,
@@ -214,26 +230,31 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
             "updated_at": cell.updated_at}
 
 
-def cells_full(cells: list[Cell]) -> list[dict[str, Any]]:
-    """The full cell shape (alternatives, history newest first, aliases) for a page of cells,
-    in two queries whatever the page size."""
+def cells_full(cells: list[Cell], history: int = HISTORY_DEFAULT) -> list[dict[str, Any]]:
+    """The full cell shape (alternatives, the newest ``history`` entries of the history,
+    aliases) for a page of cells, in three queries whatever the page size or the histories'
+    lengths."""
     ids = [c.pk for c in cells]
-    versions: dict[int, list[Version]] = {}
-    for v in Version.objects.filter(cell_id__in=ids).order_by("-id"):
-        versions.setdefault(v.cell_id, []).append(v)
+    pages = first_pages(cells, history)
+    alternatives: dict[int, list[dict[str, Any]]] = {}
+    for cell_id, vid, value, support in Version.objects.filter(
+            cell_id__in=ids, status=Status.ALTERNATIVE).order_by("id").values_list(
+            "cell_id", "id", "value", "support"):
+        alternatives.setdefault(cell_id, []).append(
+            {"version": vid, "value": value, "support": support})
     aliases: dict[int, list[str]] = {}
     for cell_id, alias in KeyAlias.objects.filter(cell_id__in=ids).order_by("id").values_list(
             "cell_id", "alias"):
         aliases.setdefault(cell_id, []).append(alias)
     out = []
     for c in cells:
-        rows = versions.get(c.pk, [])
+        rows = pages.get(c.pk, [])
         out.append({
             **cell_summary(c),
-            "alternatives": [{"version": v.id, "value": v.value, "support": v.support}
-                             for v in reversed(rows) if v.status == Status.ALTERNATIVE],
-            "history": [{"version": v.id, "value": v.value, "status": v.status,
-                         "valid_from": v.valid_from, "valid_to": v.valid_to} for v in rows],
+            "alternatives": alternatives.get(c.pk, []),
+            "history": [{"version": e.version, "value": e.value, "status": e.status,
+                         "valid_from": e.valid_from, "valid_to": e.valid_to} for e in rows],
+            "history_total": c.version_count,
             "aliases": aliases.get(c.pk, []),
         })
     return out
@@ -427,19 +448,77 @@ def frontier_read(*, namespace: Namespace, query: str, k: int = 12,
     return ReadResult("frontier", context, items, len(context))
 
 
+#: Versions of each key the ``history`` disclosure looks at (the newest).
+DISCLOSED_HISTORY = 50
+
+
+# As of T, cells are ranked by their key's embedding (a key's name does not change over time;
+# the ``key: value`` embeddings are of the present values) among the cells that had a head at T.
+_FRONTIER_AS_OF_SQL = f"""
+SELECT c.id, c.key, h.version_id, h.status, v.value, d.d FROM (
+    SELECT c.id, c.key_embedding <=> %(q)s::vector AS d FROM memory_cell c
+     WHERE c.namespace_id = %(ns)s AND c.key_embedding IS NOT NULL) AS d
+  JOIN memory_cell c ON c.id = d.id
+ CROSS JOIN LATERAL (
+     SELECT s.version_id, s.status, s.until FROM memory_versionspan s
+      WHERE s.cell_id = c.id AND s.status IN ({", ".join(f"'{s}'" for s in sorted(HEAD_STATUSES))})
+        AND s.since <= %(t)s ORDER BY s.since DESC, s.id DESC LIMIT 1) AS h
+  JOIN memory_version v ON v.id = h.version_id
+ WHERE h.until IS NULL OR h.until > %(t)s
+ ORDER BY d.d, c.id LIMIT %(k)s
+"""
+
+
+def frontier_read_as_of(*, namespace: Namespace, query: str, as_of: datetime, k: int = 12,
+                        disclose: Iterable[str] = ()) -> ReadResult:
+    """The frontier read as memory was at ``as_of`` (SPEC §9): the top-k cells that had a head
+    at T, by cosine over their keys' embeddings, each with the value and status it had then;
+    ``alternatives`` disclosed as of T (``support`` and ``history`` disclose the present only,
+    so they are left out and the answer says so)."""
+    wanted = [d for d in DISCLOSURES if d in set(disclose)]
+    literal = vector_literal(_query_vector(query))
+    with connection.cursor() as cur:
+        cur.execute(_FRONTIER_AS_OF_SQL, {"q": literal, "ns": namespace.pk, "t": as_of,
+                                          "k": k})
+        rows = cur.fetchall()
+    texts, items = [], []
+    for cell_id, key, version, status, value, distance in rows:
+        alts: tuple[str, ...] = ()
+        if "alternatives" in wanted and status == Status.CONTESTED:
+            cell = Cell(pk=cell_id, namespace=namespace, key=key)
+            alts = tuple(a["value"] for a in history_alternatives(cell, as_of))
+        text = CellText(key=key, value=value, status=vocabulary.cell_status(status),
+                        support=0, alternatives=alts)
+        texts.append(text)
+        items.append({"key": key, "value": value, "status": text.status, "version": version,
+                      "score": round(1 - float(distance), 4),
+                      "line": render_cell(text, ["alternatives"] if alts else [])})
+    shown = [d for d in wanted if d == "alternatives"]
+    context = render_context(texts, shown, header=FRONTIER_HEADER)
+    note = (f"as of {as_of.isoformat()}" + (
+        "; support and history are disclosed for the present only, left out"
+        if set(wanted) - {"alternatives"} else ""))
+    return ReadResult("frontier", context, items, len(context), note=note)
+
+
 def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
     """Materialized cells with the disclosures asked for, in two queries at most."""
     alternatives: dict[int, list[str]] = {}
     history: dict[int, list[ClosedVersion]] = {}
     sources: dict[int, list[str]] = {}
     ids = [c.pk for c in cells]
-    if ids and ("alternatives" in disclose or "history" in disclose):
-        for v in Version.objects.filter(cell_id__in=ids).order_by("-id").only(
-                "cell_id", "value", "status"):
-            if v.status == Status.ALTERNATIVE:
-                alternatives.setdefault(v.cell_id, []).insert(0, v.value)
-            elif v.status not in HEAD_STATUSES:
-                history.setdefault(v.cell_id, []).append(ClosedVersion(v.value, v.status))
+    if ids and "alternatives" in disclose:
+        for cell_id, value in Version.objects.filter(
+                cell_id__in=ids, status=Status.ALTERNATIVE).order_by("id").values_list(
+                "cell_id", "value"):
+            alternatives.setdefault(cell_id, []).append(value)
+    if ids and "history" in disclose:
+        # The closed versions among each key's newest DISCLOSED_HISTORY (SPEC §10: a read
+        # does not grow with the length of a key's history).
+        for cell_id, entries in first_pages(cells, DISCLOSED_HISTORY).items():
+            history[cell_id] = [ClosedVersion(e.value, e.status) for e in entries
+                                if e.status not in HEAD_STATUSES
+                                and e.status != Status.ALTERNATIVE]
     if ids and "support" in disclose:
         # The newest three non-empty texts per head, cut in SQL: a head with thousands of
         # support edges costs three short strings, not every supporting text (decision 21).
@@ -479,13 +558,17 @@ def _load_facts_of_textless(rows: Sequence[Evidence]) -> None:
             e.facts = facts.get(e.pk)
 
 
-def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = False) -> ReadResult:
+def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = False,
+             as_of: datetime | None = None) -> ReadResult:
     """Top-k evidence by cosine (the retrieval baseline); ``ordered`` tags each line with its
-    arrival index ``[t=seq]`` and sorts by it."""
+    arrival index ``[t=seq]`` and sorts by it. As of T: the observations committed by T."""
     vector = _query_vector(query)
     with transaction.atomic():
         _vector_search_settings()
-        rows = list(Evidence.objects.filter(namespace=namespace, embedding__isnull=False)
+        found = Evidence.objects.filter(namespace=namespace, embedding__isnull=False)
+        if as_of is not None:
+            found = found.filter(committed_at__lte=as_of)
+        rows = list(found
                     .only("id", "seq", "text", "source", "observed_at", "received_at")
                     .annotate(distance=CosineDistance("embedding", vector))
                     .order_by("distance")[:k])

@@ -12,6 +12,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
 from memory.domain import InvalidOperation
+from memory.history import HistoryError
 from memory.services import CellNotFound, InvalidName
 
 
@@ -44,6 +45,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, CellNotFound):
         return Response({"error": f"no cell with key {exc.key!r}", "field": "key"},
                         status=status.HTTP_404_NOT_FOUND)
+    if isinstance(exc, HistoryError):  # a cursor or version of another key, an empty search
+        return Response({"error": f"{exc.field}: {exc}", "field": exc.field}, status=400)
     if isinstance(exc, InvalidName):
         return Response({"error": str(exc), "field": "namespace"}, status=400)
     if isinstance(exc, RequestDataTooBig):

@@ -184,6 +184,7 @@ class VersionOut(serializers.Serializer):
     status = serializers.CharField()
     valid_from = serializers.DateTimeField()
     valid_to = serializers.DateTimeField(allow_null=True)
+    ordinal = serializers.IntegerField(required=False, help_text="1-based position in the key's history")
 
 
 class AlternativeOut(serializers.Serializer):
@@ -199,8 +200,50 @@ class CellOut(serializers.Serializer):
     version = serializers.IntegerField(allow_null=True)
     support = serializers.IntegerField()
     alternatives = AlternativeOut(many=True)
-    history = VersionOut(many=True)
+    history = VersionOut(many=True, help_text="at most `history` entries, newest first")
+    history_total = serializers.IntegerField(required=False)
+    history_next = serializers.CharField(allow_null=True, required=False,
+                                         help_text="cursor: GET …/history/?before=<it>")
     aliases = serializers.ListField(child=serializers.CharField())
+    as_of = serializers.DateTimeField(required=False)
+
+
+class HistoryPageOut(serializers.Serializer):
+    results = VersionOut(many=True)
+    next = serializers.CharField(allow_null=True, help_text="cursor for `before`")
+    next_url = serializers.CharField(allow_null=True)
+    total = serializers.IntegerField()
+    total_capped = serializers.BooleanField(required=False)
+    as_of = serializers.DateTimeField(required=False)
+
+
+class TimelineBinOut(serializers.Serializer):
+    bucket = serializers.IntegerField()
+    counts = serializers.DictField(child=serializers.IntegerField())
+    first_ordinal = serializers.IntegerField()
+    last_ordinal = serializers.IntegerField()
+    first_version = serializers.IntegerField()
+    last_version = serializers.IntegerField()
+    to = serializers.DateTimeField(allow_null=True)
+
+
+class TimelineOut(serializers.Serializer):
+    key = serializers.CharField()
+    total = serializers.IntegerField()
+    start = serializers.DateTimeField(allow_null=True)
+    end = serializers.DateTimeField(allow_null=True)
+    buckets = serializers.IntegerField()
+    bins = TimelineBinOut(many=True)
+
+
+class GraphWindowOut(serializers.Serializer):
+    versions = serializers.IntegerField()
+    older = serializers.IntegerField()
+    newer = serializers.IntegerField()
+    first = serializers.IntegerField(allow_null=True)
+    last = serializers.IntegerField(allow_null=True)
+    total = serializers.IntegerField()
+    around = serializers.IntegerField(allow_null=True)
 
 
 class CellSummaryOut(serializers.Serializer):
@@ -248,6 +291,9 @@ class GraphOut(serializers.Serializer):
     key = serializers.CharField()
     nodes = GraphNodeOut(many=True)
     edges = GraphEdgeOut(many=True)
+    window = GraphWindowOut(required=False)
+    head = serializers.IntegerField(allow_null=True, required=False)
+    as_of = serializers.DateTimeField(required=False)
 
 
 class OperationOut(serializers.Serializer):
@@ -277,6 +323,8 @@ class ReadIn(serializers.Serializer):
     disclose = serializers.ListField(child=serializers.ChoiceField(choices=DISCLOSURES),
                                      required=False, default=list, max_length=len(DISCLOSURES))
     gate = StrictBooleanField(required=False, default=False)
+    as_of = StrictCharField(required=False, max_length=64,
+                            help_text="ISO-8601 time with a zone: read memory as it was then")
 
 
 class ReadOut(serializers.Serializer):
@@ -289,6 +337,7 @@ class ReadOut(serializers.Serializer):
 
 class AnswerIn(ReadIn):
     mode = serializers.ChoiceField(choices=list(ANSWER_MODES), default="frontier")
+    as_of = None  # type: ignore[assignment]  # the answer step reads the present only
 
 
 class AnswerOut(serializers.Serializer):

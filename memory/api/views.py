@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -18,17 +19,21 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory import history as memory_history
 from memory import reads, selectors
 from memory.domain import SETTLED_STATES, CellStatus
+from memory.domain.render import CellText, render_cell
 from memory.domain.scopes import Scope
+from memory.history import HISTORY_DEFAULT
 from memory.llm.client import client_from_settings
-from memory.models import Evidence, Operation, Version
+from memory.models import Cell, Evidence, KeyAlias, Operation, Version
 from memory.services import cell_erase, observation_record, observation_retry, operation_apply
 from memory.tasks import process_observation
 
 from . import serializers as s
 from .auth import TokenClient, actor_of, namespace_for
 from .errors import PayloadTooLarge
+from .params import bounded_int, parse_as_of, version_id
 from .permissions import ReadScope, ReviewScope, ScopePermission, UndeclaredScope, WriteScope
 from .schema import ScopedAutoSchema
 from .throttles import TokenRateThrottle
@@ -258,19 +263,44 @@ class ObservationRetryView(NamespaceView):
 # --- cells ---------------------------------------------------------------------------------
 
 
-def cell_body(namespace: Any, key: str) -> dict[str, Any]:
-    detail = selectors.cell_detail(namespace=namespace, key=key)
-    if detail is None:
+def cell_body(namespace: Any, key: str, *, history: int = HISTORY_DEFAULT,
+              as_of: datetime | None = None) -> dict[str, Any]:
+    """The cell of CONTRACT, now or as of T, with at most ``history`` entries of its history
+    (SPEC §10), ``history_total`` and ``history_next`` (the cursor of the next page). A key
+    that had no version yet at T answers the empty cell; an erased key has no past (404)."""
+    state = memory_history.cell_as_of(namespace, key, as_of, history=history)
+    if state is None:
         raise exceptions.NotFound(f"no cell with key {key!r}")
-    return {
-        "key": detail.key, "value": detail.value, "status": detail.status,
-        "version": detail.version, "support": detail.support,
+    text = CellText(key=state.key, value=state.value, status=state.status,
+                    support=state.support,
+                    alternatives=tuple(a["value"] for a in state.alternatives))
+    body: dict[str, Any] = {
+        "key": state.key, "value": state.value, "status": state.status,
+        "version": state.version, "support": state.support,
         "alternatives": [{k: a[k] for k in ("version", "value", "support")}
-                         for a in detail.alternatives],
-        "history": [{k: h[k] for k in ("version", "value", "status", "valid_from", "valid_to")}
-                    for h in detail.history],
-        "aliases": detail.aliases, "rendered": detail.render(),
+                         for a in state.alternatives],
+        "history": [history_entry(e) for e in state.history],
+        "history_total": state.history_total, "history_next": state.history_next,
+        "aliases": list(KeyAlias.objects.filter(cell=state.cell).order_by("id")
+                        .values_list("alias", flat=True)),
+        "rendered": render_cell(text),
     }
+    if as_of is not None:
+        body["as_of"] = as_of
+    return body
+
+
+def history_entry(e: memory_history.Entry) -> dict[str, Any]:
+    return {"version": e.version, "value": e.value, "status": e.status,
+            "valid_from": e.valid_from, "valid_to": e.valid_to, "ordinal": e.ordinal}
+
+
+def _cell(namespace: Any, key: str) -> Cell:
+    """The cell a key names now (canonical, else an alias), else 404."""
+    cell = selectors.cell_lookup(namespace=namespace, key=key)
+    if cell is None:
+        raise exceptions.NotFound(f"no cell with key {key!r}")
+    return cell
 
 
 class CellsView(NamespaceView):
@@ -281,7 +311,9 @@ class CellsView(NamespaceView):
         operation_id="cells_list",
         parameters=[OpenApiParameter("status", str, enum=[s.value for s in CellStatus]),
                     OpenApiParameter("search", str), OpenApiParameter("after", str),
-                    OpenApiParameter("limit", int)],
+                    OpenApiParameter("limit", int),
+                    OpenApiParameter("history", int, description="history entries per cell"),
+                    OpenApiParameter("as_of", str, description="the frontier as of this time")],
     )
     def get(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
@@ -290,6 +322,11 @@ class CellsView(NamespaceView):
             *first, last = (status.value for status in CellStatus)
             raise exceptions.ValidationError({"status": f"{', '.join(first)} or {last}"})
         limit = _limit(request)
+        as_of = parse_as_of(request.query_params.get("as_of"))
+        history = bounded_int(request.query_params, "history", default=HISTORY_DEFAULT, low=0,
+                              high=memory_history.HISTORY_MAX)
+        if as_of is not None:
+            return Response(_frontier_as_of(request, namespace, as_of, limit, status_ or None))
         qs = selectors.cells_list(namespace=namespace, status=status_ or None,
                                   search=request.query_params.get("search") or None)
         after = request.query_params.get("after")
@@ -299,18 +336,37 @@ class CellsView(NamespaceView):
         more = len(rows) > limit
         rows = rows[:limit]
         return Response({
-            "results": selectors.cells_full(rows),
+            "results": selectors.cells_full(rows, history),
             "next": _next_url(request, after=rows[-1].key) if more else None,
         })
+
+
+def _frontier_as_of(request: Request, namespace: Any, as_of: datetime, limit: int,
+                    status_: str | None) -> dict[str, Any]:
+    """The frontier as of T (SPEC §9), one page by key: each cell's value and status then,
+    and how many versions it held (its history as of T is one request away)."""
+    rows, after = memory_history.frontier_as_of(
+        namespace, as_of, after=request.query_params.get("after") or "", limit=limit,
+        status=status_, search=request.query_params.get("search") or None)
+    return {"results": [{**r.as_dict(), "as_of": as_of} for r in rows],
+            "next": _next_url(request, after=after) if after else None, "as_of": as_of}
 
 
 class CellDetailView(NamespaceView):
     scopes = {"GET": ReadScope, "DELETE": ReviewScope}
 
     @extend_schema(responses=s.CellOut, summary="A cell: current value, alternatives, history",
-                   operation_id="cell_get")
+                   operation_id="cell_get",
+                   parameters=[OpenApiParameter("history", int, description=(
+                       "history entries in the answer (default 50, max 1000)")),
+                       OpenApiParameter("as_of", str, description=(
+                           "ISO-8601 time with a zone: the cell as memory was then"))])
     def get(self, request: Request, ns: str, key: str) -> Response:
-        return Response(cell_body(self.namespace(request, ns), key))
+        params = request.query_params
+        history = bounded_int(params, "history", default=memory_history.HISTORY_DEFAULT,
+                              low=0, high=memory_history.HISTORY_MAX)
+        return Response(cell_body(self.namespace(request, ns), key, history=history,
+                                  as_of=parse_as_of(params.get("as_of"))))
 
     @extend_schema(request=None, responses={204: None, 200: s.EraseReportOut},
                    parameters=[OpenApiParameter("report", int, description=(
@@ -340,17 +396,74 @@ def _enqueue_erase_followup() -> None:
 class CellGraphView(NamespaceView):
     scopes = {"GET": ReadScope}
 
-    @extend_schema(responses=s.GraphOut, summary="The cell's provenance graph",
-                   operation_id="cell_graph")
+    @extend_schema(
+        responses=s.GraphOut, operation_id="cell_graph",
+        summary="A window of the cell's provenance graph (around a version, as of a time)",
+        parameters=[OpenApiParameter("around", int, description="a version id (default the head)"),
+                    OpenApiParameter("limit", int, description="versions (default 40, max 500)"),
+                    OpenApiParameter("as_of", str, description="ISO-8601 time with a zone")])
     def get(self, request: Request, ns: str, key: str) -> Response:
-        graph = selectors.cell_graph(namespace=self.namespace(request, ns), key=key)
-        if graph is None:
-            raise exceptions.NotFound(f"no cell with key {key!r}")
+        params = request.query_params
+        around = version_id(params, "around")
+        limit = bounded_int(params, "limit", default=memory_history.WINDOW_DEFAULT, low=1,
+                            high=memory_history.WINDOW_MAX)
+        as_of = parse_as_of(params.get("as_of"))
+        cell = _cell(self.namespace(request, ns), key)
+        graph = memory_history.graph_window(cell, around=around, limit=limit, as_of=as_of)
+        if as_of is None:
+            graph.pop("as_of")
         for node in graph["nodes"]:  # an evidence node carries the head of its text
             if node["kind"] == "evidence":
                 node["observation_url"] = request.build_absolute_uri(
                     reverse("api-observation", args=[ns, node["observation"]]))
         return Response(graph)
+
+
+class CellHistoryView(NamespaceView):
+    scopes = {"GET": ReadScope}
+
+    @extend_schema(
+        responses=s.HistoryPageOut, operation_id="cell_history",
+        summary="A page of the cell's history, newest first (keyset cursor, value search)",
+        parameters=[OpenApiParameter("before", str, description="the cursor `next` gave"),
+                    OpenApiParameter("limit", int, description="default 50, max 1000"),
+                    OpenApiParameter("as_of", str, description="ISO-8601 time with a zone"),
+                    OpenApiParameter("search", str, description="words the value holds")])
+    def get(self, request: Request, ns: str, key: str) -> Response:
+        params = request.query_params
+        limit = bounded_int(params, "limit", default=memory_history.HISTORY_DEFAULT, low=1,
+                            high=memory_history.HISTORY_MAX)
+        as_of = parse_as_of(params.get("as_of"))
+        search = params.get("search") or None
+        if search is not None and len(search) > 200:
+            raise exceptions.ValidationError({"search": "at most 200 characters"})
+        cell = _cell(self.namespace(request, ns), key)
+        entries, nxt, total = memory_history.history_page(
+            cell, before=params.get("before") or None, limit=limit, as_of=as_of, search=search)
+        body: dict[str, Any] = {
+            "results": [history_entry(e) for e in entries], "next": nxt, "total": total,
+            "next_url": _next_url(request, before=nxt) if nxt else None}
+        if search is not None and total >= memory_history.SEARCH_COUNT_CAP:
+            body["total_capped"] = True
+        if as_of is not None:
+            body["as_of"] = as_of
+        return Response(body)
+
+
+class CellTimelineView(NamespaceView):
+    scopes = {"GET": ReadScope}
+
+    @extend_schema(
+        responses=s.TimelineOut, operation_id="cell_timeline",
+        summary="The whole history in a few buckets of time, counted by status",
+        parameters=[OpenApiParameter("buckets", int, description="default 60, max 500"),
+                    OpenApiParameter("as_of", str, description="ISO-8601 time with a zone")])
+    def get(self, request: Request, ns: str, key: str) -> Response:
+        params = request.query_params
+        buckets = bounded_int(params, "buckets", default=60, low=1, high=500)
+        as_of = parse_as_of(params.get("as_of"))
+        cell = _cell(self.namespace(request, ns), key)
+        return Response(memory_history.status_timeline(cell, buckets=buckets, as_of=as_of))
 
 
 class CellOperationsView(NamespaceView):
@@ -416,7 +529,8 @@ class OperationsView(NamespaceView):
 
 def read_for(namespace: Any, v: dict[str, Any]) -> selectors.ReadResult:
     return reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
-                      disclose=v["disclose"], gate=v["gate"])
+                      disclose=v["disclose"], gate=v["gate"],
+                      as_of=parse_as_of(v.get("as_of")))
 
 
 class ReadView(NamespaceView):
