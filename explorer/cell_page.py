@@ -23,11 +23,12 @@ from explorer.cell_reads import (
     BadParameter,
     Steps,
     as_of_param,
+    in_flight,
     op_steps,
     restorable_versions,
     version_choices,
 )
-from explorer.selectors import live_fingerprint, observations_unsettled
+from explorer.selectors import live_fingerprint
 from memory.domain import Status
 from memory.models import Cell, KeyAlias, Namespace
 from memory.selectors import cell_lookup
@@ -177,7 +178,7 @@ def cell_context(access: Access, cell: Cell, *, as_of: datetime | None = None,
         "steps": _steps(op_steps(cell=cell, as_of=as_of), ns, cell.key),
         "graph_limit": GRAPH_LIMIT,
         "history": history_section(cell, ns=ns, as_of=as_of, before=before, search=search),
-        "in_flight": [] if as_of else observations_unsettled(namespace=access.namespace, limit=5),
+        "in_flight": [] if as_of else in_flight(namespace=access.namespace),
         "op_form": extra.pop("op_form", None), "obs_form": extra.pop("obs_form", None),
         **extra,
     }

@@ -15,13 +15,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from django.db.models import F, Q
-from django.db.models.functions import Left, Length
+from django.db.models import F, Q, TextField
+from django.db.models.functions import Cast, Left, Length
 from django.utils.dateparse import parse_datetime
 
-from memory.domain import OpType, Status
-from memory.models import Cell, Operation, SupportEdge, Version
-from memory.selectors import GRAPH_TEXT_CHARS, evidence_heads
+from memory.domain import UNSETTLED_STATES, OpType, Status
+from memory.models import Cell, Evidence, Namespace, Operation, SupportEdge, Version
+from memory.selectors import GRAPH_TEXT_CHARS, LIST_TEXT_CHARS, evidence_heads
 
 #: Operations an expanded history row lists (a version polled every minute gathers thousands
 #: of support operations; the log has them all).
@@ -82,6 +82,20 @@ def local_as_of(at: str, zone: str) -> datetime:
 
 def as_of_param(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+# --- observations not committed yet ----------------------------------------------------------
+
+
+def in_flight(*, namespace: Namespace, limit: int = 5) -> list[Evidence]:
+    """The namespace's observations still pending or processing, newest first: read on
+    evidence_unsettled_idx (failed ones are the log's business; counting them in here made
+    this box scan a namespace's 100,000 observations on every cell page)."""
+    return list(Evidence.objects.filter(namespace=namespace, state__in=UNSETTLED_STATES)
+                .only("id", "namespace_id", "seq", "state", "source", "error", "received_at")
+                .annotate(text_head=Left("text", LIST_TEXT_CHARS),
+                          facts_head=Left(Cast("facts", TextField()), LIST_TEXT_CHARS))
+                .order_by("-seq")[:limit])
 
 
 # --- why a version exists ---------------------------------------------------------------------
