@@ -71,6 +71,10 @@ def write(out: Path, scenario: str, config: dict[str, Any], results: list[dict[s
     """Write DIR/{scenario}.json, .md and .png; return the Markdown table."""
     if scenario == "perf":  # its own tables and plots (bench/perf/report.py)
         return perf.write(out, config, results)
+    if scenario == "history":  # its own table and plot (bench/history.py)
+        from . import history
+
+        return history.write(out, config, results)
     if scenario == "erase":  # its own table and plots (bench/erase.py)
         from . import erase
 

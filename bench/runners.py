@@ -43,7 +43,7 @@ class RunConfig:
     dataset: Path | None = None
     client: Any = None  # memory.llm.client.ModelClient, or None: no model configured
     progress: Progress = field(default=lambda done, total: None)
-    scale: str = "medium"  # perf, erase: small | medium | full
+    scale: str = "medium"  # perf, erase, history: small | medium | full
     only: str | None = None  # perf: one section alone ("graph", "agents")
     baseline: Path | None = None  # perf graph memory: older code measured beside this one
 
@@ -334,6 +334,12 @@ def run_erase(config: RunConfig) -> Results:
     return erase.run(config)
 
 
+def run_history(config: RunConfig) -> Results:
+    from . import history
+
+    return history.run(config)
+
+
 SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     alfworld.NAME: run_alfworld,
     retraction.NAME: run_retraction,
@@ -344,4 +350,5 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "perf": run_perf,
     "cost": run_cost,
     "erase": run_erase,
+    "history": run_history,
 }

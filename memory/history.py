@@ -504,54 +504,102 @@ def _evidence_nodes(ids: set[int]) -> list[dict[str, Any]]:
 
 # --- the timeline -------------------------------------------------------------------------------
 
-_TIMELINE_SQL = """
-WITH bounds AS (
-    SELECT min(created_at) AS lo, max(created_at) AS hi FROM memory_version
-     WHERE cell_id = %(cell)s AND ordinal <= %(n)s
+# The stretch ends of a timeline: for each of ``buckets`` equal stretches of commit time
+# between the first version and the last (by T), the last ordinal created by its end and that
+# version's id — two index probes per stretch (version_cell_created_idx, then the ordinal).
+_BOUNDARIES_SQL = """
+WITH ends AS (
+    SELECT (SELECT created_at FROM memory_version WHERE cell_id = %(cell)s AND ordinal = 1) AS lo,
+           (SELECT created_at FROM memory_version WHERE cell_id = %(cell)s
+             AND ordinal = %(n)s) AS hi
 )
-SELECT width_bucket(extract(epoch FROM v.created_at), extract(epoch FROM b.lo),
-                    extract(epoch FROM b.hi) + 0.000001, %(buckets)s) AS bucket,
-       {status} AS status, count(*), min(v.ordinal), max(v.ordinal), min(v.id), max(v.id),
-       min(b.lo), min(b.hi)
-  FROM memory_version v{lateral} CROSS JOIN bounds b
- WHERE v.cell_id = %(cell)s AND v.ordinal <= %(n)s
- GROUP BY 1, 2 ORDER BY 1, 2
+SELECT b, ends.lo + (ends.hi - ends.lo) * b / %(buckets)s AS until, x.ordinal, x.id, ends.lo
+  FROM ends, generate_series(1, %(buckets)s) AS b
+ CROSS JOIN LATERAL (
+     SELECT v.ordinal, v.id FROM memory_version v
+      WHERE v.cell_id = %(cell)s AND v.created_at = (
+            SELECT max(w.created_at) FROM memory_version w WHERE w.cell_id = %(cell)s
+               AND w.created_at <= ends.lo + (ends.hi - ends.lo) * b / %(buckets)s)
+      ORDER BY v.ordinal DESC LIMIT 1) AS x
+ ORDER BY b
+"""
+# Every version whose status (now, or at T) is not ``superseded``: the head, the alternatives
+# and the retracted ones (revoked and contradicted are for good, SPEC §3/§4), through
+# version_cell_status_idx; as of T, with the head and alternatives at T, each with its status
+# then. Every other version is superseded — counted, never read.
+_RARE_SQL = """
+SELECT v.ordinal, {status} FROM (
+    SELECT x.id, x.ordinal, x.status FROM memory_version x
+     WHERE x.cell_id = %(cell)s AND x.status IN ({rare})
+       AND x.ordinal + 0 <= %(n)s  -- a filter, not a range: the status index serves this
+    UNION
+    SELECT x.id, x.ordinal, x.status FROM memory_version x WHERE x.id = ANY(%(extra)s)
+) AS v{lateral}
 """
 
 
 def status_timeline(cell: Cell, *, buckets: int = 60, as_of: datetime | None = None
                     ) -> dict[str, Any]:
-    """The whole history in ``buckets`` equal stretches of commit time: per stretch, how many
-    versions were created in it by status (now, or the status they had at T), and the
-    first and last version and ordinal (for a jump). One aggregate statement (plus the count
-    as of T): its answer has at most ``buckets`` × 6 rows however long the history; its work
-    is one pass over the key's versions in the database, never rows sent to the caller."""
+    """The whole history (as of T: by T) in ``buckets`` equal stretches of commit time: per
+    stretch, how many versions were created in it by status (now, or the status they had at
+    T), and its first and last ordinal and version (to jump a window there). Statements: two
+    now, five as of T; the work follows ``buckets`` and the versions that are not superseded
+    (head, alternatives, retracted ones), never the length of the history."""
     buckets = max(1, min(buckets, 500))
     total = count_as_of(cell, as_of)
-    sql = _TIMELINE_SQL.format(status="v.status" if as_of is None else "sp.status",
-                               lateral="" if as_of is None else _SPAN_AT)
+    out = {"key": cell.key, "total": total, "start": None, "end": None, "buckets": buckets,
+           "statuses": [str(s) for s in Status], "as_of": as_of, "bins": []}
+    if total == 0:
+        return out
     with connection.cursor() as cur:
-        cur.execute(sql, {"cell": cell.pk, "n": total, "buckets": buckets, "t": as_of})
-        rows = cur.fetchall()
-    start = rows[0][7] if rows else None
-    end = rows[0][8] if rows else None
-    out: dict[int, dict[str, Any]] = {}
-    for bucket, status, count, first_o, last_o, first_v, last_v, _, _ in rows:
-        b = out.setdefault(int(bucket), {
-            "bucket": int(bucket), "counts": {}, "first_ordinal": first_o,
-            "last_ordinal": last_o, "first_version": first_v, "last_version": last_v})
-        b["counts"][status] = count
-        if first_o < b["first_ordinal"]:
-            b["first_ordinal"], b["first_version"] = first_o, first_v
-        if last_o > b["last_ordinal"]:
-            b["last_ordinal"], b["last_version"] = last_o, last_v
-    span = (end - start) / buckets if start is not None and end is not None else None
-    for b in out.values():
-        b["from"] = start + span * (b["bucket"] - 1) if span is not None else None
-        b["to"] = start + span * b["bucket"] if span is not None else None
-    return {"key": cell.key, "total": total, "start": start, "end": end, "buckets": buckets,
-            "statuses": [str(s) for s in Status], "as_of": as_of,
-            "bins": [out[k] for k in sorted(out)]}
+        cur.execute(_BOUNDARIES_SQL, {"cell": cell.pk, "n": total, "buckets": buckets})
+        ends = cur.fetchall()
+    rare = _rare_statuses(cell, total, as_of)
+    bins, previous = [], 0
+    for b, until, last_ordinal, last_version, start in ends:
+        if last_ordinal <= previous:
+            continue  # nothing was created in this stretch
+        counts: dict[str, int] = {}
+        for ordinal, status in rare:
+            if previous < ordinal <= last_ordinal:
+                counts[status] = counts.get(status, 0) + 1
+        plain = last_ordinal - previous - sum(counts.values())
+        if plain:
+            counts[str(Status.SUPERSEDED)] = counts.get(str(Status.SUPERSEDED), 0) + plain
+        bins.append({"bucket": b, "counts": counts, "first_ordinal": previous + 1,
+                     "last_ordinal": last_ordinal, "last_version": last_version,
+                     "to": until, "from": start + (until - start) * (b - 1) / b})
+        previous = last_ordinal
+    _first_versions(cell, bins)
+    out.update(start=ends[0][4], end=ends[-1][1], bins=bins)
+    return out
+
+
+def _rare_statuses(cell: Cell, total: int, as_of: datetime | None) -> list[tuple[int, str]]:
+    """(ordinal, status) of the versions not superseded now, or at T. One statement now,
+    three as of T."""
+    rare = ", ".join(f"'{s}'" for s in sorted(set(Status) - {Status.SUPERSEDED}))
+    extra: list[int] = []
+    if as_of is not None:
+        head = head_as_of(cell, as_of)
+        extra = [a["version"] for a in alternatives(cell, as_of)] if head else []
+        extra += [head[0]] if head else []
+    sql = _RARE_SQL.format(status="v.status" if as_of is None else "sp.status",
+                           lateral="" if as_of is None else _SPAN_AT, rare=rare)
+    with connection.cursor() as cur:
+        cur.execute(sql, {"cell": cell.pk, "n": total, "extra": extra, "t": as_of})
+        return [(int(o), str(st)) for o, st in cur.fetchall()]
+
+
+def _first_versions(cell: Cell, bins: list[dict[str, Any]]) -> None:
+    """Each stretch's first version id (one statement on the ordinal index)."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT o.n, (SELECT v.id FROM memory_version v WHERE v.cell_id = %s"
+                    " AND v.ordinal = o.n) FROM unnest(%s::int[]) AS o(n)",
+                    [cell.pk, [b["first_ordinal"] for b in bins]])
+        ids = dict(cur.fetchall())
+    for b in bins:
+        b["first_version"] = ids.get(b["first_ordinal"])
 
 
 # --- the frontier as of T ---------------------------------------------------------------------

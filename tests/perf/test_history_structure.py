@@ -76,6 +76,9 @@ REQUESTS: dict[str, Callable[..., str]] = {
         f"/api/v1/namespaces/{ns.name}/cells/{c.key}/graph/?around={mid.id}&limit=30",
     "graph_as_of": lambda ns, c, mid: f"/api/v1/namespaces/{ns.name}/cells/{c.key}/graph/"
         f"?as_of={mid.created_at.isoformat()}",
+    "timeline": lambda ns, c, mid: f"/api/v1/namespaces/{ns.name}/cells/{c.key}/timeline/",
+    "timeline_as_of": lambda ns, c, mid: f"/api/v1/namespaces/{ns.name}/cells/{c.key}/"
+        f"timeline/?as_of={mid.created_at.isoformat()}",
 }
 
 

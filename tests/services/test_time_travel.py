@@ -81,6 +81,15 @@ def _as_of(ns, moment) -> dict[str, Any]:
         if not state.existed:
             continue
         status = {"active": "active", "contested": "contested"}.get(state.status)
+        line = history.status_timeline(cell, buckets=3, as_of=moment)
+        counted: dict[str, int] = {}
+        for b in line["bins"]:
+            for name, n in b["counts"].items():
+                counted[name] = counted.get(name, 0) + n
+        listed: dict[str, int] = {}
+        for e in state.history:
+            listed[e.status] = listed.get(e.status, 0) + 1
+        assert counted == listed  # the timeline counts what the history lists, by status
         out[cell.key] = (state.version, status, [a["version"] for a in state.alternatives],
                          [(e.version, e.status) for e in state.history])
     return out
