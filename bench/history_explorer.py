@@ -105,6 +105,11 @@ def live_server() -> Iterator[str]:
         connections.close_all()
 
 
+#: Bytes the page and everything it loaded by the time the graph was drawn (cache cleared).
+_TRANSFERRED = """() => performance.getEntriesByType("navigation").concat(
+    performance.getEntriesByType("resource")).reduce((n, e) => n + (e.transferSize || 0), 0)"""
+
+
 def chromium_draw_times(namespace: Any, key: str, *, runs: int = 5) -> dict[str, Any]:
     """Seconds from navigation until Chromium shows the drawn graph of ``key``'s cell page:
     each run a fresh page (the session cookie kept, the HTTP cache cleared)."""
@@ -136,11 +141,13 @@ def chromium_draw_times(namespace: Any, key: str, *, runs: int = 5) -> dict[str,
             seen.append(time.perf_counter() - start)
             drawn.append(page.evaluate("() => window.pmemGraph.drawnAt") / 1000)
             nodes = page.evaluate("() => window.pmemGraph.nodes")
+            transferred = page.evaluate(_TRANSFERRED)
         browser.close()
     drawn, seen = drawn[1:], seen[1:]
     return {"target": "chromium: graph drawn after navigation", "path": path.replace(base, ""),
             "p50_s": statistics.median(drawn), "p95_s": _percentile(drawn, 0.95),
             "max_s": max(drawn), "harness_p50_s": statistics.median(seen), "nodes": nodes,
+            "bytes": transferred,
             "runs": len(drawn), "goal_s": GOAL_DRAWN_S}
 
 
@@ -151,3 +158,42 @@ def explorer_measurements(namespace: Any, key: str, *, repeats: int = 20,
     if chromium:
         result["chromium"] = chromium_draw_times(namespace, key, runs=chromium_runs)
     return result
+
+
+# --- pmem_bench history (bench/history.py) ------------------------------------------------------
+
+
+def register(history: Any) -> None:
+    """Add the explorer's targets to ``pmem_bench history`` (its TARGETS and EXTRA hooks): the
+    cell page (HTML, with its first page of history), the page at a cursor mid-history and as
+    of mid-history, the graph window and the timeline its scripts fetch, and Chromium's time
+    until the graph is drawn."""
+    Target = history.Target
+    history.TARGETS.extend([
+        Target("explorer cell page", lambda c: _page(c), session=True),
+        Target("explorer cell page, history mid-way",
+               lambda c: _page(c) + f"?before={c.cell_id}-{c.middle.ordinal}", session=True),
+        Target("explorer cell page as of mid-history",
+               lambda c: _page(c) + f"?as_of={c.middle_time}", session=True,
+               goal_ms=history.GOALS["as_of_p95_ms"]),
+        Target("explorer graph window", lambda c: _page(c) + "graph/", session=True),
+        Target("explorer timeline", lambda c: _page(c) + "timeline/", session=True,
+               goal_ms=float("inf")),
+    ])
+    history.EXTRA.append(_chromium_row)
+
+
+def _page(context: Any) -> str:
+    return f"/ns/{context.namespace.name}/cells/{context.key}/"
+
+
+def _chromium_row(context: Any, repeats: int) -> list[dict[str, Any]]:
+    """Chromium's time until the drawn graph, as a row of the history report (ms)."""
+    got = chromium_draw_times(context.namespace, context.key, runs=max(3, min(repeats, 5)))
+    if "skipped" in got:
+        return []
+    p95_ms = got["p95_s"] * 1000
+    return [{"target": "chromium: graph drawn after navigation", "versions": context.versions,
+             "p50_ms": round(got["p50_s"] * 1000, 1), "p95_ms": round(p95_ms, 1),
+             "bytes": got["bytes"], "goal_ms": GOAL_DRAWN_S * 1000, "goal_bytes": None,
+             "met": p95_ms <= GOAL_DRAWN_S * 1000, "nodes": got["nodes"], "runs": got["runs"]}]

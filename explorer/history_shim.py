@@ -4,17 +4,12 @@ the cell page and its fragments call these, shaped as the templates and scripts 
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
-from django.db.models import Max, Min
-
 from explorer.cell_reads import BadParameter
 from memory import history as mh
-from memory.domain import Status
 from memory.models import Cell, Namespace, Version, VersionSpan
 
 
@@ -97,78 +92,10 @@ def graph_window(cell: Cell, *, around: int | None, limit: int, side: str | None
         raise BadParameter(exc.field, str(exc)) from None
 
 
-#: Versions whose status is not ``superseded`` that the present timeline places one by one;
-#: a key with more (a history of contests) is counted by memory.history's aggregate instead.
-TIMELINE_MARKED_MAX = 20_000
-
-# The ordinal reached at each of the bucket edges (the newest version created by then; ordinals
-# follow commit order) and that version's id: two index probes per edge on
-# version_cell_created_idx and one on version_ordinal_unique, whatever the history's length.
-_EDGES_SQL = """
-SELECT e.i, r.n, (SELECT v.id FROM memory_version v WHERE v.cell_id = %(cell)s
-                                                      AND v.ordinal = r.n)
-  FROM unnest(%(edges)s::timestamptz[]) WITH ORDINALITY AS e(t, i)
- CROSS JOIN LATERAL (
-     SELECT max(x.ordinal) AS n FROM memory_version x WHERE x.cell_id = %(cell)s
-        AND x.created_at = (SELECT max(y.created_at) FROM memory_version y
-                             WHERE y.cell_id = %(cell)s AND y.created_at <= e.t)) AS r
- ORDER BY e.i
-"""
-
-
-def _present_timeline(cell: Cell, buckets: int) -> dict[str, Any] | None:
-    """The timeline now without reading every version: bucket totals from the ordinals at
-    the bucket edges, and the versions that are not superseded (few, on
-    version_cell_status_idx) placed in their buckets; the rest of each bucket is superseded.
-    None when the key holds too many such versions (then the aggregate counts them)."""
-    marked = list(Version.objects.filter(cell=cell, status__in=[
-        s for s in Status if s != Status.SUPERSEDED]).values_list("ordinal", "status")
-        [:TIMELINE_MARKED_MAX + 1])
-    if len(marked) > TIMELINE_MARKED_MAX:
-        return None
-    ends = Version.objects.filter(cell=cell).aggregate(lo=Min("created_at"), hi=Max("created_at"))
-    start, end = ends["lo"], ends["hi"]
-    if start is None or end is None:
-        return {"versions": 0, "buckets": []}
-    span = (end - start) / buckets
-    edges = [start + span * i for i in range(1, buckets)] + [end]
-    with connection.cursor() as cur:
-        cur.execute(_EDGES_SQL, {"cell": cell.pk, "edges": edges})
-        reached = [(n or 0, vid) for _, n, vid in cur.fetchall()]
-    firsts = [(prev[0] if i else 0) + 1 for i, prev in
-              enumerate([(0, None), *reached[:-1]])]
-    first_ids = dict(Version.objects.filter(cell=cell, ordinal__in=firsts)
-                     .values_list("ordinal", "id"))  # on version_ordinal_unique
-    out = []
-    below = 0
-    marks = sorted(marked)
-    for i, (n, vid) in enumerate(reached):
-        counts: dict[str, int] = {}
-        lo, hi = bisect_right(marks, (below, "~")), bisect_right(marks, (n, "~"))
-        for _, status in marks[lo:hi]:
-            counts[status] = counts.get(status, 0) + 1
-        if n - below - (hi - lo) > 0:
-            counts[str(Status.SUPERSEDED)] = n - below - (hi - lo)
-        first_id = first_ids.get(below + 1) if n > below else None
-        out.append({"start": start + span * i, "end": start + span * (i + 1),
-                    "total": n - below, "counts": counts, "first": first_id,
-                    "last": vid if n > below else None, "first_ordinal": below + 1
-                    if n > below else None, "last_ordinal": n if n > below else None})
-        below = max(below, n)
-    return {"versions": below, "buckets": out}
-
-
 def status_timeline(cell: Cell, *, buckets: int, as_of: datetime | None) -> dict[str, Any]:
-    """The whole chain in ``buckets`` stretches of commit time, counted by status, every
-    bucket present (empty ones too: time stays linear along the bar), in the shape
-    timeline.js draws. Now: from the ordinals at the bucket edges and the few versions that
-    are not superseded (bounded: never a pass over the history). As of T: memory.history's
-    aggregate (statuses then come from the status spans)."""
-    if as_of is None:
-        fast = _present_timeline(cell, buckets)
-        if fast is not None:
-            fast.update(key=cell.key, as_of=None)
-            return fast
+    """memory.history's timeline (bounded: stretch ends by index probes, statuses from the
+    versions that are not superseded), every bucket present (empty ones too: time stays
+    linear along the bar), in the shape timeline.js draws."""
     data = mh.status_timeline(cell, buckets=buckets, as_of=as_of)
     start, end = data["start"], data["end"]
     by_bucket = {b["bucket"]: b for b in data["bins"]}
