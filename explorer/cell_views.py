@@ -209,7 +209,9 @@ def cell_version(request: HttpRequest, ns: str, key: str, version_id: int) -> Ht
     return render(request, "explorer/partials/version_provenance.html", {
         "ns": access.namespace, "v": provenance.version, "operations": provenance.operations,
         "more_operations": provenance.more_operations, "supporters": provenance.supporters,
-        "cell_key": cell_row.key, "as_of": as_of})
+        "cell_key": cell_row.key, "as_of": as_of,
+        "can_retract": access.can_act and as_of is None
+        and provenance.version["status"] != "revoked"})
 
 
 @login_required

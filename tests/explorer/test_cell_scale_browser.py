@@ -331,3 +331,23 @@ def test_long_keys_and_values_never_widen_the_page(browsing: Browsing, demo_ns: 
         assert wide == [], (width, wide)
         b.shot(f"scale-long-{width}")
     assert b.errors == []
+
+
+def test_a_version_outside_the_first_window_is_retracted_from_its_row(
+        browsing: Browsing, demo_ns: Any, long_key: Any, make_user: Any) -> None:
+    b = browsing
+    b.login(make_user("reviewer", demo_ns))
+    _open(b, demo_ns, LONG_KEY)
+    b.page.get_by_test_id("history-older").click()
+    b.page.get_by_test_id("history-older").click()
+    v5 = Version.objects.get(cell=long_key, ordinal=5)
+    b.page.locator(f"#v{v5.pk} button.expand").click()
+    b.page.get_by_test_id(f"provenance-{v5.pk}").locator("button[data-retract]").click()
+    action = b.page.locator("details.action[data-op='revoke']")
+    expect(action.locator(f"input[type=radio][value='{v5.pk}']")).to_be_checked()
+    action.locator("[name='reason']").fill("a bad fix")
+    action.locator("button[type=submit]").click()
+    expect(b.page.locator(".flash.ok")).to_be_visible()
+    v5.refresh_from_db()
+    assert v5.status == "revoked"
+    assert [e for e in b.errors] == []
