@@ -242,6 +242,7 @@ def _ratios(results: list[dict[str, Any]], sizes: tuple[int, ...]) -> None:
         first = smallest.get(r["target"])
         if first is not None and "cells" not in r:
             r["ratio_to_smallest"] = round(r["p95_ms"] / max(first["p95_ms"], 0.01), 2)
+            r["p50_ratio"] = round(r["p50_ms"] / max(first["p50_ms"], 0.01), 2)
             r["bytes_ratio"] = round(r["bytes"] / max(first["bytes"], 1), 2)
 
 
@@ -264,8 +265,8 @@ def markdown(config: dict[str, Any], results: list[dict[str, Any]]) -> str:
              f"PostgreSQL {config['postgres']}; {config['machine']['cpus']} CPUs, load average"
              f" at the end {config['machine']['load_avg']}; {config['repeats']} requests per"
              f" figure, in process (server time, no network); run took {config['seconds']} s.",
-             "", "p95 ms (bytes) by versions on the key; ratio: largest size's p95 over the"
-             " smallest's.", "",
+             "", "p50 / p95 ms (bytes) by versions on the key; ratio: the largest key's over"
+             " the smallest's, p50 and p95.", "",
              "| target | " + " | ".join(f"{n:,}" for n in sizes) + " | ratio | goal |",
              "|---" * (len(sizes) + 3) + "|"]
     by: dict[str, dict[int, dict[str, Any]]] = {}
@@ -273,11 +274,13 @@ def markdown(config: dict[str, Any], results: list[dict[str, Any]]) -> str:
         if "cells" not in r:
             by.setdefault(r["target"], {})[r["versions"]] = r
     for target, rows in by.items():
-        cells = [f"{rows[n]['p95_ms']} ({rows[n]['bytes']:,})" if n in rows else "" for n in sizes]
+        cells = [f"{rows[n]['p50_ms']} / {rows[n]['p95_ms']} ({rows[n]['bytes']:,})"
+                 if n in rows else "" for n in sizes]
         last = rows.get(sizes[-1], {})
         goal = _goal(last)
         lines.append(f"| {target} | " + " | ".join(cells) +
-                     f" | {last.get('ratio_to_smallest', '')}× | {goal} |")
+                     f" | {last.get('p50_ratio', '')}× / {last.get('ratio_to_smallest', '')}×"
+                     f" | {goal} |")
     for r in results:
         if "cells" in r:
             lines += ["", f"{r['target']}, {r['cells']:,} keys: p50 {r['p50_ms']} ms,"

@@ -351,6 +351,8 @@ class VersionSpan(models.Model):
             # The alternatives of a cell at T, since its contest began.
             models.Index(fields=["cell", "since"], condition=Q(status=Status.ALTERNATIVE),
                          name="span_alternative_idx"),
+            # The key's changes around T (step back / forward through them).
+            models.Index(fields=["cell", "since"], name="span_cell_idx"),
         ]
 
 

@@ -126,4 +126,7 @@ class Migration(migrations.Migration):
             model_name="versionspan",
             index=models.Index(condition=models.Q(status="alternative"),
                                fields=["cell", "since"], name="span_alternative_idx")),
+        migrations.AddIndex(
+            model_name="versionspan",
+            index=models.Index(fields=["cell", "since"], name="span_cell_idx")),
     ]
