@@ -20,6 +20,7 @@ from django.db.models.functions import Cast, Left, Length
 from django.utils.dateparse import parse_datetime
 
 from memory.domain import UNSETTLED_STATES, OpType, Status
+from memory.history import version_at
 from memory.models import Cell, Evidence, Namespace, Operation, SupportEdge, Version
 from memory.selectors import GRAPH_TEXT_CHARS, LIST_TEXT_CHARS, evidence_heads
 
@@ -245,12 +246,7 @@ def resolve_jump(*, cell: Cell, text: str, as_of: datetime | None = None) -> int
         moment = moment.replace(tzinfo=UTC)
     if as_of is not None:
         moment = min(moment, as_of)
-    # (cell, created_at): the newest version created by then, else the oldest of all.
-    found = (Version.objects.filter(cell=cell, created_at__lte=moment)
-             .order_by("-created_at", "-id").values_list("id", flat=True).first())
-    if found is None:
-        found = (Version.objects.filter(cell=cell).order_by("created_at", "id")
-                 .values_list("id", flat=True).first())
+    found = version_at(cell, moment)  # the newest created by then, else the first
     if found is None:
         raise BadParameter("jump", "the key has no versions")
     return found
