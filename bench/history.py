@@ -331,3 +331,10 @@ def plot(path: Path, config: dict[str, Any], results: list[dict[str, Any]]) -> N
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+# The explorer's pages and Chromium's drawing time (bench/history_explorer.py) join the run.
+from . import history_explorer as _explorer  # noqa: E402
+
+_explorer.register(sys.modules[__name__])
+

@@ -9,7 +9,7 @@ per-key ordinals, links into the past for each operation, the pager's URLs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -17,11 +17,21 @@ from django.urls import reverse
 
 from explorer import history_shim as mh
 from explorer.access import Access
-from explorer.cell_reads import CHOICES, TICK, Steps, as_of_param, op_steps, version_choices
-from explorer.selectors import live_fingerprint, observations_unsettled
+from explorer.cell_reads import (
+    CHOICES,
+    TICK,
+    BadParameter,
+    Steps,
+    as_of_param,
+    in_flight,
+    op_steps,
+    restorable_versions,
+    version_choices,
+)
+from explorer.selectors import live_fingerprint
 from explorer.workbench_selectors import last_operation_id
-from memory.domain import RESTORABLE_STATUSES
-from memory.models import Cell, KeyAlias, Namespace, Version
+from memory.domain import Status
+from memory.models import Cell, KeyAlias, Namespace
 from memory.selectors import cell_lookup
 
 #: The graph's first window (CONTRACT: default 40, at most 500 versions).
@@ -68,13 +78,31 @@ def status_at(version_id: int, as_of: datetime) -> str | None:
 # --- history ----------------------------------------------------------------------------------
 
 
+def _when(moment: datetime | None) -> tuple[str, str]:
+    """(ISO, display) of a time, UTC: formatted here once rather than by template filters
+    (fifty rows of them were most of the page's rendering time)."""
+    if moment is None:
+        return "", ""
+    utc = moment.astimezone(UTC)
+    return utc.isoformat(), utc.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _row(entry: dict[str, Any]) -> dict[str, Any]:
+    """A history entry as the table renders it: numbers and times already text."""
+    vf_iso, vf_text = _when(entry["valid_from"])
+    vt_iso, vt_text = _when(entry["valid_to"])
+    return {**entry, "id": str(entry["version"]), "name": f"v{entry['ordinal']}",
+            "support_text": "" if entry["support"] is None else str(entry["support"]),
+            "vf_iso": vf_iso, "vf_text": vf_text, "vt_iso": vt_iso, "vt_text": vt_text}
+
+
 def history_section(cell: Cell, *, ns: str, as_of: datetime | None = None,
                     before: str | None = None, search: str = "",
                     limit: int = HISTORY_PAGE) -> dict[str, Any]:
     """One page of history with its position and the pager's links (page and fragment)."""
     search = search.strip()[:200]
     page = mh.history_page(cell, before=before, limit=limit, as_of=as_of, search=search or None)
-    entries = page.entries
+    entries = [_row(e) for e in page.entries]
     base = {k: v for k, v in (("as_of", as_of_param(as_of) if as_of else ""), ("q", search)) if v}
     page_url = reverse("explorer:cell", args=[ns, cell.key])
     frag_url = reverse("explorer:cell_history", args=[ns, cell.key])
@@ -108,6 +136,20 @@ def history_section(cell: Cell, *, ns: str, as_of: datetime | None = None,
     }
 
 
+def retract_choices(cell: Cell, search: str) -> tuple[list[dict[str, Any]], bool]:
+    """The retract form's choices: the newest versions, the one named, or those whose value
+    matches ``search`` (the history's indexed value search), never a revoked one."""
+    named = version_choices(cell=cell, search=search)
+    if named is not None:
+        return named
+    try:
+        page = mh.history_page(cell, before=None, limit=2 * CHOICES, as_of=None, search=search)
+    except BadParameter:
+        return [], False
+    rows = [e for e in page.entries if e["status"] != Status.REVOKED]
+    return rows[:CHOICES], page.total > CHOICES
+
+
 # --- the page ---------------------------------------------------------------------------------
 
 
@@ -137,7 +179,7 @@ def cell_context(access: Access, cell: Cell, *, as_of: datetime | None = None,
         "steps": _steps(op_steps(cell=cell, as_of=as_of), ns, cell.key),
         "graph_limit": GRAPH_LIMIT,
         "history": history_section(cell, ns=ns, as_of=as_of, before=before, search=search),
-        "in_flight": [] if as_of else observations_unsettled(namespace=access.namespace, limit=5),
+        "in_flight": [] if as_of else in_flight(namespace=access.namespace),
         "op_form": extra.pop("op_form", None), "obs_form": extra.pop("obs_form", None),
         **extra,
     }
@@ -145,22 +187,11 @@ def cell_context(access: Access, cell: Cell, *, as_of: datetime | None = None,
         heads = ([{"version": head.version, "ordinal": head.ordinal, "value": head.value,
                    "status": head.status}] if head.version else [])
         context["winners"] = heads + head.alternatives  # the choices of resolve
-        context["retractable"], _more = version_choices(cell=cell, limit=CHOICES)
-        context["restorable"] = restorable_versions(cell)
+        context["retractable"], _more = retract_choices(cell, "")
+        context["restorable"] = restorable_versions(cell=cell)  # Restore (issue 17)
         context["seen_op"] = last_operation_id(access.namespace, cell.key)
     return context
 
-
-RESTORABLE_SHOWN = 20
-
-
-def restorable_versions(cell: Cell) -> list[dict[str, Any]]:
-    """The newest revoked or contradicted versions, each with its Restore button (SPEC §3
-    ``restore``): a page, never the whole history (one query on the (cell, status) index)."""
-    rows = (Version.objects.filter(cell=cell, status__in=list(RESTORABLE_STATUSES))
-            .order_by("-ordinal").values("id", "ordinal", "value", "status")[:RESTORABLE_SHOWN])
-    return [{"version": r["id"], "ordinal": r["ordinal"], "value": r["value"],
-             "status": r["status"]} for r in rows]
 
 
 # --- graph and timeline -----------------------------------------------------------------------

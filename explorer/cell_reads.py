@@ -15,13 +15,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from django.db.models import F, Q
-from django.db.models.functions import Left, Length
+from django.db.models import F, Q, TextField
+from django.db.models.functions import Cast, Left, Length
 from django.utils.dateparse import parse_datetime
 
-from memory.domain import OpType, Status
-from memory.models import Cell, Operation, SupportEdge, Version
-from memory.selectors import GRAPH_TEXT_CHARS, evidence_heads
+from memory.domain import UNSETTLED_STATES, OpType, Status
+from memory.history import version_at
+from memory.models import Cell, Evidence, Namespace, Operation, SupportEdge, Version
+from memory.selectors import GRAPH_TEXT_CHARS, LIST_TEXT_CHARS, evidence_heads
 
 #: Operations an expanded history row lists (a version polled every minute gathers thousands
 #: of support operations; the log has them all).
@@ -84,6 +85,20 @@ def as_of_param(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
+# --- observations not committed yet ----------------------------------------------------------
+
+
+def in_flight(*, namespace: Namespace, limit: int = 5) -> list[Evidence]:
+    """The namespace's observations still pending or processing, newest first: read on
+    evidence_unsettled_idx (failed ones are the log's business; counting them in here made
+    this box scan a namespace's 100,000 observations on every cell page)."""
+    return list(Evidence.objects.filter(namespace=namespace, state__in=UNSETTLED_STATES)
+                .only("id", "namespace_id", "seq", "state", "source", "error", "received_at")
+                .annotate(text_head=Left("text", LIST_TEXT_CHARS),
+                          facts_head=Left(Cast("facts", TextField()), LIST_TEXT_CHARS))
+                .order_by("-seq")[:limit])
+
+
 # --- why a version exists ---------------------------------------------------------------------
 
 
@@ -139,10 +154,12 @@ def version_provenance(*, cell: Cell, version_id: int, as_of: datetime | None = 
                    "created_by", "created_at").first())
     if row is None or (as_of is not None and row["created_at"] > as_of):
         return None
-    version = {"version": row["id"], **{k: v for k, v in row.items() if k != "id"}}
+    version: dict[str, Any] = {"version": row["id"],
+                               **{k: v for k, v in row.items() if k != "id"}}
     if as_of is not None:
         version["status"] = status_at or version["status"]
-        if version["valid_to"] is not None and version["valid_to"] > as_of:
+        valid_to = row["valid_to"]
+        if valid_to is not None and valid_to > as_of:
             version["valid_to"] = None
     ops, more = _operations_of(version, as_of)
     shown = {o["evidence_id"] for o in ops if o["evidence_id"]}
@@ -157,26 +174,34 @@ def version_provenance(*, cell: Cell, version_id: int, as_of: datetime | None = 
 
 
 def version_choices(*, cell: Cell, search: str = "",
-                    limit: int = CHOICES) -> tuple[list[dict[str, Any]], bool]:
-    """Versions a retraction may name (not revoked yet), newest first: the newest ``limit``,
-    or those whose value contains ``search``, or the one named ``v12`` / ``id 345``. The
-    newest are a LIMITed backward walk of (cell, ordinal); a value search is bounded by the
-    same LIMIT (an index cannot serve a substring: the walk stops at ``limit`` matches,
-    and at 5,000 versions read)."""
+                    limit: int = CHOICES) -> tuple[list[dict[str, Any]], bool] | None:
+    """Versions a retraction may name (not revoked yet), newest first: the newest ``limit``
+    (a LIMITed backward walk of (cell, ordinal)), or the one ``search`` names (``v12``,
+    ``id 345``). None when ``search`` is text to look for in values (the history's value
+    search does that: :func:`explorer.cell_page.retract_choices`)."""
     qs = Version.objects.filter(cell=cell).exclude(status=Status.REVOKED)
     text = search.strip()
-    named = _named_version(cell, text) if text else None
-    if named is not None:
-        qs = qs.filter(pk=named)
-    elif text:
-        newest = cell.version_count
-        qs = qs.filter(value__icontains=text)
-        if newest:
-            qs = qs.filter(ordinal__gt=max(0, newest - 5000))
-    rows = list(qs.order_by("-ordinal").values(
-        "id", "ordinal", "value", "status")[:limit + 1])
+    if text:
+        if not (_ORDINAL.match(text) or _BARE.match(text) or _GLOBAL_ID.match(text)):
+            return None
+        qs = qs.filter(pk=_named_version(cell, text) or 0)
+    rows = list(qs.order_by("-ordinal").values("id", "ordinal", "value", "status")[:limit + 1])
     return ([{"version": r["id"], "ordinal": r["ordinal"], "value": r["value"],
               "status": r["status"]} for r in rows[:limit]], len(rows) > limit)
+
+
+#: Retracted or rejected versions the cell page offers to restore (the newest; the history's
+#: rows link to the rest).
+RESTORABLE = 10
+
+
+def restorable_versions(*, cell: Cell, limit: int = RESTORABLE) -> list[dict[str, Any]]:
+    """The newest revoked or contradicted versions (what a Restore can bring back), newest
+    first: version_cell_status_idx finds them, whatever the length of the history."""
+    rows = (Version.objects.filter(cell=cell, status__in=[Status.REVOKED, Status.CONTRADICTED])
+            .order_by("-id").values("id", "ordinal", "value", "status")[:limit])
+    return [{"version": r["id"], "ordinal": r["ordinal"], "value": r["value"],
+             "status": r["status"]} for r in rows]
 
 
 def _named_version(cell: Cell, text: str) -> int | None:
@@ -221,12 +246,7 @@ def resolve_jump(*, cell: Cell, text: str, as_of: datetime | None = None) -> int
         moment = moment.replace(tzinfo=UTC)
     if as_of is not None:
         moment = min(moment, as_of)
-    # (cell, created_at): the newest version created by then, else the oldest of all.
-    found = (Version.objects.filter(cell=cell, created_at__lte=moment)
-             .order_by("-created_at", "-id").values_list("id", flat=True).first())
-    if found is None:
-        found = (Version.objects.filter(cell=cell).order_by("created_at", "id")
-                 .values_list("id", flat=True).first())
+    found = version_at(cell, moment)  # the newest created by then, else the first
     if found is None:
         raise BadParameter("jump", "the key has no versions")
     return found
@@ -276,7 +296,7 @@ def op_steps(*, cell: Cell, as_of: datetime | None) -> Steps:
     """The step back / forward of the as-of control: one commit of the key's operations at a
     time (support noops are not steps: they change no belief). Every statement is a LIMITed
     walk of op_key_idx between two of the key's versions, or an index probe."""
-    ops = Operation.objects.exclude(type=OpType.NOOP).values("id", "type", "created_at")
+    ops: Any = Operation.objects.exclude(type=OpType.NOOP).values("id", "type", "created_at")
     mine = ops.filter(namespace_id=cell.namespace_id, key=cell.key)
     if as_of is None:
         last = _commit_of(list(mine.order_by("-id")[:STEP_WALK]))

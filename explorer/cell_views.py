@@ -26,6 +26,7 @@ from explorer.cell_page import (
     graph_json,
     history_section,
     load_cell,
+    retract_choices,
     status_at,
     timeline_json,
 )
@@ -35,7 +36,6 @@ from explorer.cell_reads import (
     local_as_of,
     parse_as_of,
     resolve_jump,
-    version_choices,
     version_provenance,
 )
 from memory.models import Cell
@@ -209,7 +209,9 @@ def cell_version(request: HttpRequest, ns: str, key: str, version_id: int) -> Ht
     return render(request, "explorer/partials/version_provenance.html", {
         "ns": access.namespace, "v": provenance.version, "operations": provenance.operations,
         "more_operations": provenance.more_operations, "supporters": provenance.supporters,
-        "cell_key": cell_row.key, "as_of": as_of})
+        "cell_key": cell_row.key, "as_of": as_of,
+        "can_retract": access.can_act and as_of is None
+        and provenance.version["status"] != "revoked"})
 
 
 @login_required
@@ -220,7 +222,7 @@ def cell_version_choices(request: HttpRequest, ns: str, key: str) -> HttpRespons
     require_reviewer(access)
     cell_row = _cell(access, key)
     search = request.GET.get("vq", "")[:200]
-    choices, more = version_choices(cell=cell_row, search=search)
+    choices, more = retract_choices(cell_row, search)
     head = cell_row.head_id
     return render(request, "explorer/partials/version_choices.html", {
         "choices": choices, "choices_more": more, "vq": search,

@@ -93,8 +93,9 @@ def graph_window(cell: Cell, *, around: int | None, limit: int, side: str | None
 
 
 def status_timeline(cell: Cell, *, buckets: int, as_of: datetime | None) -> dict[str, Any]:
-    """memory.history's aggregate, every bucket present (empty ones too: time stays linear
-    along the bar), in the shape timeline.js draws."""
+    """memory.history's timeline (bounded: stretch ends by index probes, statuses from the
+    versions that are not superseded), every bucket present (empty ones too: time stays
+    linear along the bar), in the shape timeline.js draws."""
     data = mh.status_timeline(cell, buckets=buckets, as_of=as_of)
     start, end = data["start"], data["end"]
     by_bucket = {b["bucket"]: b for b in data["bins"]}

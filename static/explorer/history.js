@@ -25,6 +25,31 @@
     if (b) b.click();
   });
 
+  // "Retract this version…" in a row's details: the retract form, with that version found
+  // and chosen (whether or not it is among the newest the form lists).
+  let retracting = null;
+  document.addEventListener("click", (event) => {
+    const b = event.target.closest && event.target.closest("button[data-retract]");
+    if (!b) return;
+    const action = document.querySelector("details.action[data-op='revoke']");
+    const search = document.getElementById("revoke-search");
+    if (!action || !search) return;
+    action.open = true;
+    retracting = b.dataset.retract;
+    search.value = b.dataset.retractName;
+    window.htmx.trigger(search, "search");
+    action.scrollIntoView({ block: "nearest", behavior: "smooth" });
+  });
+  document.body.addEventListener("htmx:afterSwap", (event) => {
+    if (!retracting || !event.target || event.target.id !== "revoke-choices") return;
+    const radio = event.target.querySelector("input[type=radio][value='" + retracting + "']");
+    if (radio) {
+      radio.checked = true;
+      document.getElementById("revoke-reason")?.focus();
+    }
+    retracting = null;
+  });
+
   function openFromHash() {
     const m = /^#v(\d+)$/.exec(location.hash);
     if (!m) return;

@@ -277,3 +277,79 @@ def test_fit_shows_the_whole_window_and_the_wheel_scrolls_the_page(
     assert b.page.evaluate("() => document.getElementById('graph').dataset.selected") != ""
     expect(b.page.locator("#node-details h2")).to_be_visible()
     assert b.errors == []
+
+
+CROSSINGS = """() => {
+    const segs = window.pmemGraph.cy.edges().map((e) => [e.source().position(), e.target().position(),
+                                                         e.source().id(), e.target().id()]);
+    const cross = (p, q, r, s) => {
+        const d = (a, b, c) => (b.x - a.x) * (c.y - a.y) - (b.y - a.y) * (c.x - a.x);
+        return d(p, q, r) * d(p, q, s) < 0 && d(r, s, p) * d(r, s, q) < 0;
+    };
+    let n = 0;
+    for (let i = 0; i < segs.length; i++) for (let j = i + 1; j < segs.length; j++) {
+        const [a, b, a1, b1] = segs[i]; const [c, d, c1, d1] = segs[j];
+        if (a1 === c1 || a1 === d1 || b1 === c1 || b1 === d1) continue;
+        if (cross(a, b, c, d)) n++;
+    }
+    return n;
+}"""
+
+
+def test_no_edge_crosses_another_on_a_plain_chain(browsing: Browsing, demo_ns: Any,
+                                                  make_user: Any) -> None:
+    """A plain chain: each version accepted from an observation of its own."""
+    for i in range(45):
+        observation_ingest(namespace=demo_ns, source="gps", actor="api:robot", text=f"fix {i}",
+                           facts=[{"key": "chain_key", "value": f"at {i}"}])
+    b = browsing
+    b.login(make_user("viewer", demo_ns))
+    for key in ("chain_key", "laptop_1_location", "alice_home_city"):
+        _open(b, demo_ns, key)
+        assert b.page.evaluate("() => window.pmemGraph.edges") > 5
+        assert b.page.evaluate(CROSSINGS) == 0, key
+    assert b.errors == []
+
+
+def test_long_keys_and_values_never_widen_the_page(browsing: Browsing, demo_ns: Any,
+                                                   make_user: Any) -> None:
+    key = "k" * 200
+    value = "x" * 1350
+    observation_ingest(namespace=demo_ns, source="s" * 150, actor="api:robot", text="long",
+                       facts=[{"key": key, "value": value}, {"key": key, "value": value + "y"}])
+    b = browsing
+    b.login(make_user("reviewer", demo_ns))
+    for width in (1366, 390):
+        b.page.set_viewport_size({"width": width, "height": 800})
+        _open(b, demo_ns, key)
+        cell = Cell.objects.get(namespace=demo_ns, key=key)
+        b.page.locator(f"#v{cell.head_id} button.expand").click()
+        expect(b.page.get_by_test_id(f"provenance-{cell.head_id}")).to_be_visible()
+        wide = b.page.evaluate("""(w) => [...document.querySelectorAll('body *')]
+            .filter((e) => e.getBoundingClientRect().right > w + 1)
+            .map((e) => e.tagName + '.' + e.className).slice(0, 5)""", width)
+        assert wide == [], (width, wide)
+        b.shot(f"scale-long-{width}")
+    assert b.errors == []
+
+
+def test_a_version_outside_the_first_window_is_retracted_from_its_row(
+        browsing: Browsing, demo_ns: Any, long_key: Any, make_user: Any) -> None:
+    b = browsing
+    b.login(make_user("reviewer", demo_ns))
+    _open(b, demo_ns, LONG_KEY)
+    b.page.get_by_test_id("history-older").click()
+    expect(b.page.get_by_test_id("history-position")).to_have_text("Versions v80–v31 of 130")
+    b.page.get_by_test_id("history-older").click()
+    expect(b.page.get_by_test_id("history-position")).to_have_text("Versions v30–v1 of 130")
+    v5 = Version.objects.get(cell=long_key, ordinal=5)
+    b.page.locator(f"#v{v5.pk} button.expand").click()
+    b.page.get_by_test_id(f"provenance-{v5.pk}").locator("button[data-retract]").click()
+    action = b.page.locator("details.action[data-op='revoke']")
+    expect(action.locator(f"input[type=radio][value='{v5.pk}']")).to_be_checked()
+    action.locator("[name='reason']").fill("a bad fix")
+    action.locator("button[type=submit]").click()
+    expect(b.page.locator(".flash.ok")).to_be_visible()
+    v5.refresh_from_db()
+    assert v5.status == "revoked"
+    assert [e for e in b.errors] == []

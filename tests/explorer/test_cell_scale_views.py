@@ -196,3 +196,28 @@ def test_a_past_page_of_a_cell_has_no_action_and_no_form(demo_ns: Any, make_user
     assert "Oslo" in body and "Looking at the past" in body and "cell-actions" not in body
     panel = client.get(f"/ns/{demo_ns.name}/cells/alice_home_city/panel/?as_of={as_of}")
     assert b"cell-actions" not in panel.content
+
+
+def test_the_present_timeline_counts_what_the_aggregate_counts(demo_ns: Any) -> None:
+    """The timeline drawn from the ordinals at the bucket edges and the few versions that are
+    not superseded agrees, bucket by bucket and status by status, with memory.history's
+    aggregate over every version."""
+    from explorer.history_shim import status_timeline
+    from memory import history as mh
+
+    cell = _grow(demo_ns, "long_key", 150, per=10)
+    middle = Version.objects.get(cell=cell, ordinal=70)
+    operation_apply(namespace=demo_ns, key="long_key", op="revoke", version_id=middle.pk,
+                    actor="user:x", reason="bad", explicit=True)
+    operation_apply(namespace=demo_ns, key="long_key", op="contest", value="elsewhere",
+                    actor="user:x", reason="doubt", explicit=True)
+    operation_apply(namespace=demo_ns, key="long_key", op="reject", actor="user:x",
+                    reason="wrong", explicit=True)
+    for key in ("long_key", "mug_1_location", "team_meeting_day"):
+        cell = Cell.objects.get(namespace=demo_ns, key=key)
+        fast = status_timeline(cell, buckets=12, as_of=None)
+        slow = mh.status_timeline(cell, buckets=12)
+        by = {b["bucket"]: b["counts"] for b in slow["bins"]}
+        assert fast["versions"] == slow["total"]
+        for i, bucket in enumerate(fast["buckets"], start=1):
+            assert {k: v for k, v in bucket["counts"].items() if v} == by.get(i, {}), (key, i)
