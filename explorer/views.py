@@ -213,11 +213,12 @@ def cell_panel(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     The action forms are a reviewer's: anyone else asking for them gets 403."""
     access = namespace_access(request.user, ns)
     part = request.GET.get("part", "")
-    if part == "actions":
+    if part in ("actions", "restore"):
         require_reviewer(access)
     detail = _cell_or_404(access, key)
     template = {"state": "explorer/partials/cell_state.html",
-                "actions": "explorer/partials/cell_actions.html"}.get(
+                "actions": "explorer/partials/cell_actions.html",
+                "restore": "explorer/partials/restore_actions.html"}.get(
         part, "explorer/partials/cell_panel.html")
     return render(request, template, _cell_context(access, detail))
 

@@ -144,7 +144,7 @@ def undo_offer(operation: Operation) -> dict[str, Any] | None:
     if operation.type in (REINSTATE, OpType.NOOP):
         return None
     if not compensation(operation.type, operation.version_id,
-                        operation.payload.get("effects") or []):
+                        operation.payload.get("effects") or [], operation.payload):
         return None
     return {"operation": operation.pk, "label": undo_label(operation.type)}
 

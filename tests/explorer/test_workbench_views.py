@@ -195,3 +195,18 @@ def test_a_log_export_of_100000_rows_streams_in_a_bounded_number_of_queries(clie
         lines = sum(chunk.count(b"\n") for chunk in r.streaming_content)
     assert lines == 100_001
     assert len(queries) <= 5, [q["sql"][:80] for q in queries]
+
+
+def test_an_observation_added_in_the_explorer_is_signed_by_the_reviewer(client, ns, reviewer):
+    from memory.models import Evidence
+    from memory.services import namespace_drain, observation_extract
+
+    client.post(f"/ns/{ns.name}/observations/", {"text": "city = Rome", "source": "phone call"})
+    evidence = Evidence.objects.get(namespace=ns)
+    observation_extract(evidence_id=evidence.pk)
+    namespace_drain(namespace_id=ns.pk)
+    [operation] = Operation.objects.filter(namespace=ns)
+    assert (operation.actor, operation.method, operation.source) == (
+        f"user:{reviewer.username}", "rule", "phone call")
+    page = client.get(f"/ns/{ns.name}/operations/?actor=user:{reviewer.username}").content.decode()
+    assert "phone call" in page and "decided by the rule extractor" in page
