@@ -21,10 +21,13 @@ from explorer.access import namespace_access, require_reviewer
 from explorer.forms import LogFilter
 from explorer.views import _ns_context, _panel_response, _same_origin_path
 from memory.domain import InvalidOperation
+from memory.domain.textdiff import word_diff
 from memory.models import Operation
 from memory.selectors import cell_lookup
 from memory.services import operation_apply, operation_undo
 
+#: Open contests the queue shows at once (the count says how many more there are).
+QUEUE_PAGE = 100
 #: The session key of the last operation a reviewer saw in a namespace's review queue.
 SEEN_KEY = "pmem-review-seen-{ns}"
 
@@ -86,13 +89,18 @@ def review(request: HttpRequest, ns: str) -> HttpResponse:
     if request.method == "POST":
         require_reviewer(access)
         results, kept = _resolve_many(request, access)
-    contests = wb.open_contests(namespace=access.namespace)
+    order = request.GET.get("sort", "oldest")
+    order = order if order in wb.QUEUE_ORDERS else "oldest"
+    contests = wb.open_contests(namespace=access.namespace, limit=QUEUE_PAGE, order=order)
+    total = (len(contests) if len(contests) < QUEUE_PAGE
+             else wb.contested_cells(access.namespace).count())
     closed = wb.closed_contests(namespace=access.namespace, after=seen)
     for contest in contests:
         contest["kept"] = kept.get(contest["key"], {})
     if request.method == "GET":
         request.session[seen_key] = wb.last_operation_id(access.namespace)
     context = {**_ns(access, "review"), "contests": contests, "closed": closed,
+               "total": total, "order": order, "orders": wb.QUEUE_ORDERS,
                "first_visit": not seen, "results": results,
                "refused": [r for r in results if r.get("error")]}
     response = render(request, "explorer/review.html", context,
@@ -159,6 +167,9 @@ def diff(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     left = wb.version_side(namespace=access.namespace, key=cell.key, version_id=a) if a else None
     right = wb.version_side(namespace=access.namespace, key=cell.key, version_id=b) if b else None
     missing = [name for name, want, got in (("a", a, left), ("b", b, right)) if want and not got]
+    if left and right:
+        left["segments"], right["segments"] = word_diff(left["version"].value,
+                                                        right["version"].value)
     context = {**_ns(access, "frontier"), "key": cell.key, "choices": choices, "a": a, "b": b,
                "left": left, "right": right, "missing": missing,
                "same": bool(left and right and left["version"].value == right["version"].value)}

@@ -106,6 +106,24 @@ def test_the_review_queue_shows_competing_values_and_resolves_many(client, ns, r
     assert Version.objects.get(pk=a2).status == "active"
 
 
+def test_the_queue_sorts_and_counts(client, ns, reviewer):
+    for key in ("b_key", "a_key", "c_key"):
+        op(ns, key, "accept", "x")
+        op(ns, key, "contest", "y")
+    page = client.get(f"/ns/{ns.name}/review/?sort=key").content.decode()
+    assert page.index(">a_key<") < page.index(">b_key<") < page.index(">c_key<")
+    page = client.get(f"/ns/{ns.name}/review/?sort=newest").content.decode()
+    assert page.index(">c_key<") < page.index(">a_key<") < page.index(">b_key<")
+    assert 'data-testid="queue-count">(3)' in page
+
+
+def test_diff_marks_the_words_that_differ(client, ns, reviewer):
+    op(ns, "meeting", "accept", "Tuesday at 10")
+    op(ns, "meeting", "accept", "Thursday at 10")
+    page = client.get(f"/ns/{ns.name}/cells/meeting/diff/").content.decode()
+    assert "<del>Tuesday</del>" in page and "<ins>Thursday</ins>" in page
+
+
 def test_the_queue_lists_contests_later_writes_closed_since_the_last_look(client, ns, reviewer):
     op(ns, "k", "accept", "x")
     op(ns, "k", "contest", "y")
