@@ -228,3 +228,26 @@ def test_an_observation_added_in_the_explorer_is_signed_by_the_reviewer(client, 
         f"user:{reviewer.username}", "rule", "phone call")
     page = client.get(f"/ns/{ns.name}/operations/?actor=user:{reviewer.username}").content.decode()
     assert "phone call" in page and "decided by the rule extractor" in page
+
+
+def test_a_viewer_sees_the_queue_without_forms_and_may_not_resolve_or_undo(client, ns, make_user):
+    op(ns, "k", "accept", "x")
+    contest = op(ns, "k", "contest", "y")
+    client.force_login(make_user("viewer", ns))
+    page = client.get(f"/ns/{ns.name}/review/").content.decode()
+    assert "y" in page and 'method="post"' not in page.split('id="main"')[1]
+    y = Version.objects.get(cell__namespace=ns, value="y").pk
+    r = client.post(f"/ns/{ns.name}/review/", {"only": "1", "key-1": "k", "winner-1": y,
+                                               "reason-1": "forged"})
+    assert r.status_code == 403
+    assert client.post(f"/ns/{ns.name}/operations/{contest.pk}/undo/").status_code == 403
+    assert client.get(f"/ns/{ns.name}/cells/k/panel/?part=restore").status_code == 403
+    assert Operation.objects.filter(namespace=ns, type="resolve").count() == 0
+
+
+def test_an_outsider_gets_404_for_every_workbench_page(client, ns, make_user):
+    op(ns, "k", "accept", "x")
+    client.force_login(make_user(None))
+    for path in ("review/", "cells/k/diff/", "cells/k/export.csv", "export/frontier.json",
+                 "operations/export.csv"):
+        assert client.get(f"/ns/{ns.name}/{path}").status_code == 404, path
