@@ -251,3 +251,21 @@ def test_an_outsider_gets_404_for_every_workbench_page(client, ns, make_user):
     for path in ("review/", "cells/k/diff/", "cells/k/export.csv", "export/frontier.json",
                  "operations/export.csv"):
         assert client.get(f"/ns/{ns.name}/{path}").status_code == 404, path
+
+
+@pytest.mark.parametrize("winner", ["²", "99999999999999999999999", "-1", "abc", ""])
+def test_hostile_queue_input_is_refused_in_words_not_a_500(client, ns, reviewer, winner):
+    op(ns, "k", "accept", "x")
+    op(ns, "k", "contest", "y")
+    r = client.post(f"/ns/{ns.name}/review/", {"only": "1", "key-1": "k", "winner-1": winner,
+                                               "reason-1": "r"})
+    assert r.status_code in (200, 409) and "Pick the winner." in r.content.decode()
+
+
+def test_hostile_ids_and_filters_are_404_or_named(client, ns, reviewer):
+    op(ns, "k", "accept", "x")
+    assert client.post(f"/ns/{ns.name}/operations/99999999999999999999999/undo/").status_code == 404
+    r = client.get(f"/ns/{ns.name}/cells/k/diff/?a=99999999999999999999&b=²")
+    assert r.status_code == 200
+    page = client.get(f"/ns/{ns.name}/operations/?op=delete&key_contains=k").content.decode()
+    assert "Filter not applied: op" in page and "Operations 1–1 of 1" in page
