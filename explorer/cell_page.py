@@ -193,7 +193,6 @@ def cell_context(access: Access, cell: Cell, *, as_of: datetime | None = None,
     return context
 
 
-
 # --- graph and timeline -----------------------------------------------------------------------
 
 

@@ -112,7 +112,7 @@ def cell_panel(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     The action forms are a reviewer's: anyone else asking for them gets 403."""
     access = namespace_access(request.user, ns)
     part = request.GET.get("part", "")
-    if part == "actions":
+    if part in ("actions", "restore"):
         require_reviewer(access)
     try:
         as_of = _as_of(request)
@@ -121,7 +121,8 @@ def cell_panel(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     except BadParameter as exc:
         return _bad(request, exc)
     template = {"state": "explorer/partials/cell_state.html",
-                "actions": "explorer/partials/cell_actions.html"}.get(
+                "actions": "explorer/partials/cell_actions.html",
+                "restore": "explorer/partials/restore_actions.html"}.get(
         part, "explorer/partials/cell_panel.html")
     return render(request, template, context)
 

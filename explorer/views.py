@@ -251,7 +251,7 @@ def cell_operate(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     except InvalidOperation as exc:
         # Keep what was typed (op_form), show the current choices (the panel is re-read),
         # and say what changed since the page was drawn (issue 17, item 4).
-        seen = request.POST.get("seen", "")
+        seen = request.POST.get("seen", "")[:19]
         changes = changes_since(namespace=access.namespace, key=_cell_or_404(access, key).key,
                                 seen=int(seen) if seen.isascii() and seen.isdigit() else None)
         return _panel_response(request, access, key, status=409, op_form=form,
@@ -365,7 +365,8 @@ def observations_fragment(request: HttpRequest, ns: str) -> HttpResponse:
 def operations(request: HttpRequest, ns: str) -> HttpResponse:
     access = namespace_access(request.user, ns)
     form = LogFilter(request.GET)
-    data = form.cleaned_data if form.is_valid() else {}
+    form.is_valid()  # a field in error is left out (and named); the others still filter
+    data = form.cleaned_data
     filters = LogFilters(**{name: data.get(name) or "" for name in
                             ("key", "key_contains", "op", "actor", "source")})
     page = log_page(namespace=access.namespace, filters=filters,

@@ -21,10 +21,14 @@ from explorer.access import namespace_access, require_reviewer
 from explorer.forms import LogFilter
 from explorer.views import _ns_context, _panel_response, _same_origin_path
 from memory.domain import InvalidOperation
+from memory.domain.textdiff import word_diff
 from memory.models import Operation
 from memory.selectors import cell_lookup
-from memory.services import operation_apply, operation_undo
+from memory.services import CellNotFound, operation_apply, operation_undo
 
+BIGINT_LIMIT = 2**63
+#: Open contests the queue shows at once (the count says how many more there are).
+QUEUE_PAGE = 100
 #: The session key of the last operation a reviewer saw in a namespace's review queue.
 SEEN_KEY = "pmem-review-seen-{ns}"
 
@@ -48,8 +52,8 @@ def undo(request: HttpRequest, ns: str, operation_id: int) -> HttpResponse:
     post goes back to where it came from (``next``, a path of this site) or the cell page."""
     access = namespace_access(request.user, ns)
     require_reviewer(access)
-    operation = Operation.objects.filter(namespace=access.namespace, pk=operation_id).only(
-        "id", "key").first()
+    operation = (Operation.objects.filter(namespace=access.namespace, pk=operation_id)
+                 .only("id", "key").first() if operation_id < BIGINT_LIMIT else None)
     if operation is None:
         raise Http404("no such operation")
     reason = (request.POST.get("reason") or "").strip()[:2000]
@@ -86,13 +90,18 @@ def review(request: HttpRequest, ns: str) -> HttpResponse:
     if request.method == "POST":
         require_reviewer(access)
         results, kept = _resolve_many(request, access)
-    contests = wb.open_contests(namespace=access.namespace)
+    order = request.GET.get("sort", "oldest")
+    order = order if order in wb.QUEUE_ORDERS else "oldest"
+    contests = wb.open_contests(namespace=access.namespace, limit=QUEUE_PAGE, order=order)
+    total = (len(contests) if len(contests) < QUEUE_PAGE
+             else wb.contested_cells(access.namespace).count())
     closed = wb.closed_contests(namespace=access.namespace, after=seen)
     for contest in contests:
         contest["kept"] = kept.get(contest["key"], {})
     if request.method == "GET":
         request.session[seen_key] = wb.last_operation_id(access.namespace)
     context = {**_ns(access, "review"), "contests": contests, "closed": closed,
+               "total": total, "order": order, "orders": wb.QUEUE_ORDERS,
                "first_visit": not seen, "results": results,
                "refused": [r for r in results if r.get("error")]}
     response = render(request, "explorer/review.html", context,
@@ -111,10 +120,10 @@ def _resolve_many(request: HttpRequest, access: Any) -> tuple[list[dict[str, Any
     results: list[dict[str, Any]] = []
     kept: dict[str, dict[str, str]] = {}
     for i in indexes:
-        key, winner = post.get(f"key-{i}", ""), post.get(f"winner-{i}", "")
+        key, winner = post.get(f"key-{i}", "")[:300], post.get(f"winner-{i}", "")[:20]
         reason = (post.get(f"reason-{i}") or "").strip()[:2000]
         typed = {"winner": winner, "reason": reason}
-        problem = ("Pick the winner." if not winner.isdigit() else
+        problem = ("Pick the winner." if _version_id(winner) is None else
                    "Say why: the reason goes in the log." if not reason else "")
         if problem:
             results.append({"key": key, "error": problem})
@@ -122,16 +131,15 @@ def _resolve_many(request: HttpRequest, access: Any) -> tuple[list[dict[str, Any
             continue
         try:
             applied = operation_apply(namespace=access.namespace, key=key, op="resolve",
-                                      version_id=int(winner), actor=_actor(request),
+                                      version_id=_version_id(winner), actor=_actor(request),
                                       reason=reason, explicit=True)
         except InvalidOperation as exc:
-            seen = post.get(f"seen-{i}")
             results.append({"key": key, "error": f"Refused: {exc.reason}", "changes":
                             wb.changes_since(namespace=access.namespace, key=key,
-                                             seen=int(seen) if seen and seen.isdigit() else None)})
+                                             seen=_version_id(post.get(f"seen-{i}", "")))})
             kept[key] = typed
             continue
-        except Exception:  # CellNotFound (erased meanwhile)
+        except CellNotFound:  # erased meanwhile
             results.append({"key": key, "error": "Refused: the key is gone (erased)."})
             continue
         results.append({"key": key, "ok": True, "value": applied.cell.head.value
@@ -159,6 +167,9 @@ def diff(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     left = wb.version_side(namespace=access.namespace, key=cell.key, version_id=a) if a else None
     right = wb.version_side(namespace=access.namespace, key=cell.key, version_id=b) if b else None
     missing = [name for name, want, got in (("a", a, left), ("b", b, right)) if want and not got]
+    if left and right:
+        left["segments"], right["segments"] = word_diff(left["version"].value,
+                                                        right["version"].value)
     context = {**_ns(access, "frontier"), "key": cell.key, "choices": choices, "a": a, "b": b,
                "left": left, "right": right, "missing": missing,
                "same": bool(left and right and left["version"].value == right["version"].value)}
@@ -166,8 +177,13 @@ def diff(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 
 
 def _version_param(request: HttpRequest, name: str) -> int | None:
-    raw = request.GET.get(name, "")
-    return int(raw) if raw.isascii() and raw.isdigit() and 0 < int(raw) < 2**63 else None
+    return _version_id(request.GET.get(name, ""))
+
+
+def _version_id(raw: str) -> int | None:
+    """An id written in ASCII digits that PostgreSQL's bigint holds, else None."""
+    raw = raw[:20]
+    return int(raw) if raw.isascii() and raw.isdigit() and 0 < int(raw) < BIGINT_LIMIT else None
 
 
 # --- exports -----------------------------------------------------------------------------------
@@ -250,7 +266,8 @@ def export_log(request: HttpRequest, ns: str, fmt: str) -> StreamingHttpResponse
 
 def log_filters(request: HttpRequest) -> wb.LogFilters:
     form = LogFilter(request.GET)
-    data = form.cleaned_data if form.is_valid() else {}
+    form.is_valid()  # a field in error is left out; the others still filter
+    data = form.cleaned_data
     return wb.LogFilters(**{name: data.get(name) or "" for name in
                             ("key", "key_contains", "op", "actor", "source")})
 

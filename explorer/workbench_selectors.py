@@ -86,11 +86,22 @@ def log_page(*, namespace: Namespace, filters: LogFilters, before: int | None,
 # --- the review queue ------------------------------------------------------------------------
 
 
-def open_contests(*, namespace: Namespace, limit: int = 100) -> list[dict[str, Any]]:
-    """Contested cells, longest open first, each with its competing values inline: the head
-    and every alternative (value, support, the sources behind it). Three queries."""
-    cells = list(Cell.objects.filter(namespace=namespace, head__status=Status.CONTESTED)
-                 .select_related("head").order_by("updated_at", "key")[:limit])
+#: The review queue's orders: the least recently changed first, the most recent, by key.
+QUEUE_ORDERS = {"oldest": ("updated_at", "key"), "newest": ("-updated_at", "key"),
+                "key": ("key",)}
+
+
+def contested_cells(namespace: Namespace) -> QuerySet[Cell]:
+    return Cell.objects.filter(namespace=namespace, head__status=Status.CONTESTED)
+
+
+def open_contests(*, namespace: Namespace, limit: int = 100,
+                  order: str = "oldest") -> list[dict[str, Any]]:
+    """Contested cells in ``order`` (:data:`QUEUE_ORDERS`), each with its competing values
+    inline: the head and every alternative (value, support, the sources behind it). Three
+    queries."""
+    cells = list(contested_cells(namespace).select_related("head")
+                 .order_by(*QUEUE_ORDERS.get(order, QUEUE_ORDERS["oldest"]))[:limit])
     if not cells:
         return []
     versions = list(Version.objects.filter(cell__in=cells, status__in=[
@@ -147,7 +158,7 @@ def undo_offer(operation: Operation) -> dict[str, Any] | None:
     if operation.type in (REINSTATE, OpType.NOOP):
         return None
     if not compensation(operation.type, operation.version_id,
-                        operation.payload.get("effects") or []):
+                        operation.payload.get("effects") or [], operation.payload):
         return None
     return {"operation": operation.pk, "label": undo_label(operation.type)}
 

@@ -352,10 +352,10 @@ def _version_nodes(cell: Cell) -> tuple[list[dict[str, Any]], list[dict[str, Any
     """The cell's versions, oldest first, with their supersedes / alternative_of edges."""
     nodes: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
-    for vid, value, status, support, valid_from, valid_to, supersedes, alternative_of in (
+    for vid, value, status, support, valid_from, valid_to, supersedes, alternative_of, restores in (
             Version.objects.filter(cell=cell).order_by("id").values_list(
                 "id", "value", "status", "support", "valid_from", "valid_to", "supersedes_id",
-                "alternative_of_id")):
+                "alternative_of_id", "restores_id")):
         nodes.append({"id": f"v{vid}", "kind": "version", "label": value, "status": status,
                       "version": vid, "support": support, "valid_from": valid_from,
                       "valid_to": valid_to})
@@ -364,6 +364,8 @@ def _version_nodes(cell: Cell) -> tuple[list[dict[str, Any]], list[dict[str, Any
         if alternative_of:
             edges.append({"source": f"v{vid}", "target": f"v{alternative_of}",
                           "type": "alternative_of"})
+        if restores:  # SPEC §3 restore: the undo points at the mistake it undid
+            edges.append({"source": f"v{vid}", "target": f"v{restores}", "type": "restores"})
     return nodes, edges
 
 

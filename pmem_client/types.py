@@ -110,6 +110,10 @@ class Observation:
     cost: dict[str, int] = field(default_factory=dict)
     replayed: bool = False
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: How many facts it yielded (None before extraction), and a note in words when a
+    #: committed observation yielded none.
+    facts_found: int | None = None
+    note: str = ""
 
     @property
     def settled(self) -> bool:
@@ -125,7 +129,8 @@ class Observation:
             received_at=_time(body.get("received_at")),
             committed_at=_time(body.get("committed_at")),
             operations=[ObservationOperation.from_json(o) for o in body.get("operations") or []],
-            cost=dict(body.get("cost") or {}), replayed=bool(body.get("replayed")), raw=body)
+            cost=dict(body.get("cost") or {}), replayed=bool(body.get("replayed")), raw=body,
+            facts_found=_int(body.get("facts_found")), note=str(body.get("note") or ""))
 
 
 @dataclass(frozen=True)

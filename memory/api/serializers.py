@@ -299,7 +299,7 @@ class GraphEdgeOut(serializers.Serializer):
     source = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
     target = serializers.CharField()
     type = serializers.ChoiceField(choices=["supported_by", "supersedes", "alternative_of",
-                                            "revokes"])
+                                            "revokes", "restores"])
 
 
 class GraphOut(serializers.Serializer):

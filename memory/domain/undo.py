@@ -3,8 +3,10 @@
 Nothing is ever taken back out of the graph: an undo is one more audited operation (or a few)
 that brings the cell back to what it showed before —
 
-- a retraction (``revoke``) or rejection (``reject``) is undone by ``restore`` of the version
-  it revoked or contradicted;
+- a retraction (``revoke``) of the head or a rejection (``reject``) is undone by ``restore`` of
+  the version it revoked or contradicted; the retraction of an alternative by contesting with
+  its value again; the retraction of a closed (superseded) version has no undo — restoring it
+  would make it current, which it was not (the Restore button does that, on purpose);
 - a resolution is undone by contesting the head again with each value it contradicted;
 - an ``accept``, a ``contest`` or a ``restore`` is undone by retracting the version it
   installed (created or promoted);
@@ -33,13 +35,20 @@ class Compensation:
 
 
 def compensation(op_type: str, version_id: int | None,
-                 effects: Sequence[Mapping[str, Any]]) -> tuple[Compensation, ...]:
+                 effects: Sequence[Mapping[str, Any]],
+                 payload: Mapping[str, Any] | None = None) -> tuple[Compensation, ...]:
     """The operations that undo an applied operation of type ``op_type`` (empty: nothing to
-    undo). ``version_id`` is the operation row's version; ``effects`` its logged effects."""
+    undo). ``version_id`` is the operation row's version, ``effects`` its logged effects,
+    ``payload`` its logged payload (``head_before``, ``target_status``)."""
+    payload = payload or {}
     retyped: list[tuple[int, str]] = [
         (int(e["version_id"]), str(e.get("status"))) for e in effects
         if e.get("effect") == "Retype" and isinstance(e.get("version_id"), int)]
     if op_type == OpType.REVOKE and version_id is not None:
+        if payload.get("target_status") == Status.ALTERNATIVE:
+            return (Compensation(OpType.CONTEST, version_id),)  # a competing value again
+        if "head_before" in payload and payload["head_before"] != version_id:
+            return ()  # a closed version: restoring it would make it current (decision 62)
         return (Compensation(OpType.RESTORE, version_id),)
     if op_type == OpType.REJECT:
         return tuple(Compensation(OpType.RESTORE, vid) for vid, status in retyped

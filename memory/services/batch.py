@@ -183,6 +183,9 @@ class Batch:
         index = len(self.ops)
         head_before = self.overlay.heads.get(cell.pk)
         was_contested = self._contested(cell)
+        target = self.overlay.rows.get(item.version_id) if item.version_id else None
+        if target is not None:  # what the named version was, for undo (decision 62)
+            base = {**base, "target_status": str(target.status)}
         valid_from = (self.evidence.observed_at if self.evidence is not None
                       and self.evidence.observed_at is not None else self.now)
         outcome = interpret(decision, self.overlay.sink(cell, created_by=index,

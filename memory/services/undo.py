@@ -32,7 +32,7 @@ def operation_undo(*, namespace: Namespace, operation_id: int, actor: str,
     if operation.type in (REINSTATE, OpType.NOOP):
         raise NotUndoable(f"invalid: operation {operation_id} changed nothing to undo")
     steps = compensation(operation.type, operation.version_id,
-                         operation.payload.get("effects") or [])
+                         operation.payload.get("effects") or [], operation.payload)
     if not steps:
         raise NotUndoable(f"invalid: operation {operation_id} changed nothing to undo")
     values = dict(Version.objects.filter(pk__in=[s.version_id for s in steps if

@@ -141,3 +141,12 @@ def test_reasons_and_methods_read_in_plain_words():
     assert plain_reason("the sensor was wrong") == "the sensor was wrong"
     assert plain_reason("rule: asserted; hard_commit") == "the observation states it (forced: hard commit)"
     assert plain_method("rule") == "decided by the rule extractor"
+
+
+def test_word_diff_marks_removed_and_added_words_and_joins_back():
+    from memory.domain.textdiff import word_diff
+
+    left, right = word_diff("meets on Tuesday at 10", "meets on Thursday at 10")
+    assert "".join(t for _, t in left) == "meets on Tuesday at 10"
+    assert ("removed", "Tuesday") in left and ("added", "Thursday") in right
+    assert word_diff("same", "same") == ([("same", "same")], [("same", "same")])

@@ -84,7 +84,8 @@ def test_a_viewer_never_receives_the_action_forms(query: str, ns: Any,
 
 @pytest.mark.parametrize("path", ["/ns/{ns}/", "/ns/{ns}/operations/",
                                   "/ns/{ns}/observations/list/", "/ns/{ns}/?show=failed",
-                                  "/ns/{ns}/cells/alice_home_city/"])
+                                  "/ns/{ns}/cells/alice_home_city/", "/ns/{ns}/review/",
+                                  "/ns/{ns}/cells/alice_home_city/diff/"])
 def test_no_page_or_fragment_gives_a_viewer_a_post_form(path: str, ns: Any,
                                                         make_user: Any) -> None:
     _failed(ns)

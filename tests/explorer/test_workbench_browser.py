@@ -1,12 +1,13 @@
 """The reviewer's workbench (issue 17) in Debian's Chromium: undo and restore on the cell
 page, the review queue (desktop and phone width), the readable log's filters and paging, the
 version diff, exports, and an observation that yielded no fact. Screenshots land in
-tests/artifacts/ (and docs/screenshots/ for the README's tour)."""
+tests/artifacts/ (and, with PMEM_DOC_SHOTS=1, in docs/screenshots/ for the README's tour)."""
 
 from __future__ import annotations
 
 import csv
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ def _shot(b: Browsing, name: str) -> None:
     """A screenshot mid-test: ``caret="initial"``, because Playwright hides the caret by
     putting a style attribute on every input, which htmx's settle then copies back in the
     next swap (a CSP style-src-attr violation that is the screenshot's, not the page's)."""
-    for folder in (ARTIFACTS, DOCS):
+    # docs/screenshots/ (the README's tour) only when asked: PMEM_DOC_SHOTS=1 make test.
+    for folder in (ARTIFACTS, DOCS) if os.environ.get("PMEM_DOC_SHOTS") else (ARTIFACTS,):
         folder.mkdir(parents=True, exist_ok=True)
         b.page.screenshot(path=str(folder / f"{name}.png"), full_page=True, caret="initial")
 

@@ -106,6 +106,24 @@ def test_the_review_queue_shows_competing_values_and_resolves_many(client, ns, r
     assert Version.objects.get(pk=a2).status == "active"
 
 
+def test_the_queue_sorts_and_counts(client, ns, reviewer):
+    for key in ("b_key", "a_key", "c_key"):
+        op(ns, key, "accept", "x")
+        op(ns, key, "contest", "y")
+    page = client.get(f"/ns/{ns.name}/review/?sort=key").content.decode()
+    assert page.index(">a_key<") < page.index(">b_key<") < page.index(">c_key<")
+    page = client.get(f"/ns/{ns.name}/review/?sort=newest").content.decode()
+    assert page.index(">c_key<") < page.index(">a_key<") < page.index(">b_key<")
+    assert 'data-testid="queue-count">(3)' in page
+
+
+def test_diff_marks_the_words_that_differ(client, ns, reviewer):
+    op(ns, "meeting", "accept", "Tuesday at 10")
+    op(ns, "meeting", "accept", "Thursday at 10")
+    page = client.get(f"/ns/{ns.name}/cells/meeting/diff/").content.decode()
+    assert "<del>Tuesday</del>" in page and "<ins>Thursday</ins>" in page
+
+
 def test_the_queue_lists_contests_later_writes_closed_since_the_last_look(client, ns, reviewer):
     op(ns, "k", "accept", "x")
     op(ns, "k", "contest", "y")
@@ -195,3 +213,59 @@ def test_a_log_export_of_100000_rows_streams_in_a_bounded_number_of_queries(clie
         lines = sum(chunk.count(b"\n") for chunk in r.streaming_content)
     assert lines == 100_001
     assert len(queries) <= 5, [q["sql"][:80] for q in queries]
+
+
+def test_an_observation_added_in_the_explorer_is_signed_by_the_reviewer(client, ns, reviewer):
+    from memory.models import Evidence
+    from memory.services import namespace_drain, observation_extract
+
+    client.post(f"/ns/{ns.name}/observations/", {"text": "city = Rome", "source": "phone call"})
+    evidence = Evidence.objects.get(namespace=ns)
+    observation_extract(evidence_id=evidence.pk)
+    namespace_drain(namespace_id=ns.pk)
+    [operation] = Operation.objects.filter(namespace=ns)
+    assert (operation.actor, operation.method, operation.source) == (
+        f"user:{reviewer.username}", "rule", "phone call")
+    page = client.get(f"/ns/{ns.name}/operations/?actor=user:{reviewer.username}").content.decode()
+    assert "phone call" in page and "decided by the rule extractor" in page
+
+
+def test_a_viewer_sees_the_queue_without_forms_and_may_not_resolve_or_undo(client, ns, make_user):
+    op(ns, "k", "accept", "x")
+    contest = op(ns, "k", "contest", "y")
+    client.force_login(make_user("viewer", ns))
+    page = client.get(f"/ns/{ns.name}/review/").content.decode()
+    assert "y" in page and 'method="post"' not in page.split('id="main"')[1]
+    y = Version.objects.get(cell__namespace=ns, value="y").pk
+    r = client.post(f"/ns/{ns.name}/review/", {"only": "1", "key-1": "k", "winner-1": y,
+                                               "reason-1": "forged"})
+    assert r.status_code == 403
+    assert client.post(f"/ns/{ns.name}/operations/{contest.pk}/undo/").status_code == 403
+    assert client.get(f"/ns/{ns.name}/cells/k/panel/?part=restore").status_code == 403
+    assert Operation.objects.filter(namespace=ns, type="resolve").count() == 0
+
+
+def test_an_outsider_gets_404_for_every_workbench_page(client, ns, make_user):
+    op(ns, "k", "accept", "x")
+    client.force_login(make_user(None))
+    for path in ("review/", "cells/k/diff/", "cells/k/export.csv", "export/frontier.json",
+                 "operations/export.csv"):
+        assert client.get(f"/ns/{ns.name}/{path}").status_code == 404, path
+
+
+@pytest.mark.parametrize("winner", ["²", "99999999999999999999999", "-1", "abc", ""])
+def test_hostile_queue_input_is_refused_in_words_not_a_500(client, ns, reviewer, winner):
+    op(ns, "k", "accept", "x")
+    op(ns, "k", "contest", "y")
+    r = client.post(f"/ns/{ns.name}/review/", {"only": "1", "key-1": "k", "winner-1": winner,
+                                               "reason-1": "r"})
+    assert r.status_code in (200, 409) and "Pick the winner." in r.content.decode()
+
+
+def test_hostile_ids_and_filters_are_404_or_named(client, ns, reviewer):
+    op(ns, "k", "accept", "x")
+    assert client.post(f"/ns/{ns.name}/operations/99999999999999999999999/undo/").status_code == 404
+    r = client.get(f"/ns/{ns.name}/cells/k/diff/?a=99999999999999999999&b=²")
+    assert r.status_code == 200
+    page = client.get(f"/ns/{ns.name}/operations/?op=delete&key_contains=k").content.decode()
+    assert "Filter not applied: op" in page and "Operations 1–1 of 1" in page

@@ -130,3 +130,24 @@ def test_a_restored_version_points_at_the_one_it_restores(ns):
     [restored] = undo(ns, revoke)
     new = Version.objects.get(pk=restored.operation.version_id)
     assert new.restores_id == revoke.version_id and new.value == "b"
+
+
+def test_undo_of_retracting_an_alternative_contests_with_it_again(ns):
+    op(ns, "accept", "a")
+    op(ns, "contest", "b")
+    b = Version.objects.get(cell__namespace=ns, value="b")
+    revoke = op(ns, "revoke", version=b.pk)
+    assert state(ns) == ("a", "active", [])
+    [applied] = undo(ns, revoke)
+    assert applied.operation.type == "contest"
+    assert state(ns) == ("a", "contested", ["b"])
+
+
+def test_retracting_a_closed_version_has_no_undo(ns):
+    op(ns, "accept", "a")
+    op(ns, "accept", "b")
+    a = Version.objects.get(cell__namespace=ns, value="a")
+    revoke = op(ns, "revoke", version=a.pk)
+    with pytest.raises(NotUndoable):
+        undo(ns, revoke)
+    assert state(ns) == ("b", "active", [])
