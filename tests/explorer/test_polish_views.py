@@ -73,3 +73,15 @@ def test_compare_reads_says_which_mode_agents_use_and_what_needs_a_model(
     assert "Needs a language model" in body
     assert f"/ns/{demo_ns.name}/cells/mug_1_location/" in body
     assert 'class="badge badge-retracted"' in body
+
+
+def test_a_contested_row_shows_the_competing_values(demo_ns: Any, make_user: Any) -> None:
+    from memory.selectors import cell_detail
+
+    detail = cell_detail(namespace=demo_ns, key="team_meeting_day")
+    assert detail.alternatives
+    body = client_for(make_user("viewer", demo_ns)).get(
+        f"/ns/{demo_ns.name}/", {"show": "contested"}).content.decode()
+    assert "against:" in body
+    for alternative in detail.alternatives:
+        assert f'<span class="alt-value">{alternative["value"]}</span>' in body
