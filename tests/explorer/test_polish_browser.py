@@ -250,6 +250,27 @@ def test_focus_moves_to_what_an_action_updated(browsing: Browsing, demo_ns: Any,
     assert b.errors == []
 
 
+def test_a_plain_form_answer_focuses_what_to_read_or_correct(browsing: Browsing, demo_ns: Any,
+                                                             make_user: Any) -> None:
+    b = browsing
+    b.login(make_user("admin", demo_ns))
+    b.goto(f"/ns/{demo_ns.name}/access/")
+    form = b.page.locator("form[aria-label='Add a member or change a role']")
+    form.locator("input[name=username]").fill("nobody-by-this-name")
+    form.locator("button[type=submit]").click()
+    b.page.wait_for_load_state()
+    expect(form.locator(".error-text")).to_be_visible()
+    expect(b.page.locator("form[aria-label='Add a member or change a role'] "
+                          "input[name=username]")).to_be_focused()
+    b.goto(f"/ns/{demo_ns.name}/read/")
+    b.page.fill("#id_q", "where is mug 1")
+    b.page.fill("#id_k", "0")
+    b.page.locator("#id_k").evaluate("(k) => k.removeAttribute('min')")  # the server's check
+    b.page.click("form.read-form button[type=submit]")
+    expect(b.page.locator("form.read-form .flash.error")).to_be_focused()
+    assert [e for e in b.errors if "status of 4" not in e] == []
+
+
 def _contrast(a: list[float], b: list[float]) -> float:
     def lum(rgb: list[float]) -> float:
         def ch(c: float) -> float:
