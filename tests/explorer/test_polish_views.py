@@ -26,6 +26,11 @@ def test_404_and_403_are_the_explorers_own_pages(demo_ns: Any, make_user: Any,
     denied = client.get(f"/ns/{demo_ns.name}/access/")
     assert denied.status_code == 403
     assert "You may not do that here" in denied.content.decode()
+    # htmx asking for what it may not have gets a line, not a page (no forms, no header).
+    fragment = client.get(f"/ns/{demo_ns.name}/cells/alice_home_city/panel/?part=actions",
+                          HTTP_HX_REQUEST="true")
+    assert fragment.status_code == 403
+    assert fragment.content.decode().startswith('<p class="flash error" role="alert">Not allowed')
     # Another namespace's pages answer the same 404 as a missing one.
     other = client.get("/ns/not-a-member-of-this/")
     assert other.status_code == 404 and "Nothing here" in other.content.decode()
