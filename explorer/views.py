@@ -147,8 +147,7 @@ def live(request: HttpRequest, ns: str) -> HttpResponse:
 def frontier(request: HttpRequest, ns: str) -> HttpResponse:
     access = namespace_access(request.user, ns)
     form = FrontierFilter(request.GET)
-    form.is_valid()  # a bad field (page=abc) is dropped alone; the others still apply
-    data = form.cleaned_data
+    data = form.cleaned_data if form.is_valid() else {}
     show = data.get("show") or "all"
     search = data.get("q") or ""
     context = {**_ns_context(access, "frontier"), "show": show, "q": search,
