@@ -3,6 +3,7 @@ DEBUG off, the glossary, the frontier's bounded queries, the read comparison's m
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -90,3 +91,13 @@ def test_a_contested_row_shows_the_competing_values(demo_ns: Any, make_user: Any
     assert "against:" in body
     for alternative in detail.alternatives:
         assert f'<span class="alt-value">{alternative["value"]}</span>' in body
+
+
+def test_times_carry_year_and_zone_without_javascript(demo_ns: Any, make_user: Any) -> None:
+    from django.utils import timezone
+
+    client = client_for(make_user("viewer", demo_ns))
+    body = client.get(f"/ns/{demo_ns.name}/").content.decode()
+    year = str(timezone.now().year)
+    assert re.search(rf'<time datetime="{year}-\d\d-\d\dT[\d:]+Z" title="{year}-[\d\- :]+ UTC" '
+                     rf'data-local>{year}-\d\d-\d\d \d\d:\d\d UTC</time>', body)
