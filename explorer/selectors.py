@@ -87,6 +87,7 @@ class FrontierPage:
     first: int  # 1-based position of the first row shown (0 when none)
     last: int
     sort: str
+    has_next: bool = False
 
 
 #: The frontier's sortable columns: name -> ordering (a key order breaks ties, so a page is
@@ -144,9 +145,11 @@ def frontier_page(*, namespace: Namespace, show: str = "all", search: str = "",
     total = qs.order_by()[: COUNT_CAP + 1].count()
     shown = min(total, COUNT_CAP)
     pages = max(1, -(-shown // per_page))
-    page = min(max(page, 1), pages)
+    # Past the counting cap the pages go on (one row more tells whether another follows).
+    page = max(page, 1) if total > COUNT_CAP else min(max(page, 1), pages)
     offset = (page - 1) * per_page
-    cells = list(qs.order_by(*_sort_order(sort))[offset: offset + per_page])
+    cells = list(qs.order_by(*_sort_order(sort))[offset: offset + per_page + 1])
+    has_next, cells = len(cells) > per_page, cells[:per_page]
     last = _last_changes([c.pk for c in cells])
     past = _past_matches(cells, search_terms(search))
     competing = _alternatives([c.pk for c in cells if cell_status(c.head) == CellStatus.CONTESTED])
@@ -161,8 +164,8 @@ def frontier_page(*, namespace: Namespace, show: str = "all", search: str = "",
             changed_by=op["actor"] if op else "", change=op["type"] if op else "",
             past_match=past.get(c.pk), alternatives=tuple(competing.get(c.pk, ())),
         ))
-    return FrontierPage(rows, shown, total > COUNT_CAP, page, pages,
-                        offset + 1 if rows else 0, offset + len(rows), sort)
+    return FrontierPage(rows, shown, total > COUNT_CAP, page, max(pages, page),
+                        offset + 1 if rows else 0, offset + len(rows), sort, has_next)
 
 
 def _alternatives(cell_ids: list[int]) -> dict[int, list[str]]:

@@ -101,3 +101,18 @@ def test_times_carry_year_and_zone_without_javascript(demo_ns: Any, make_user: A
     year = str(timezone.now().year)
     assert re.search(rf'<time datetime="{year}-\d\d-\d\dT[\d:]+Z" title="{year}-[\d\- :]+ UTC" '
                      rf'data-local>{year}-\d\d-\d\d \d\d:\d\d UTC</time>', body)
+
+
+def test_pages_go_on_past_the_counting_cap(ns: Any, make_user: Any, monkeypatch: Any) -> None:
+    import explorer.selectors as selectors
+
+    monkeypatch.setattr(selectors, "COUNT_CAP", 40)  # 65 cells, counted up to 40
+    for i in range(65):
+        operation_apply(namespace=ns, key=f"k{i:03d}", op="accept", value=str(i),
+                        actor="api:test", explicit=True)
+    page = frontier_page(namespace=ns, page=3)
+    assert (page.total, page.total_capped, page.first, page.last) == (40, True, 61, 65)
+    assert [r.key for r in page.rows] == [f"k{i:03d}" for i in range(60, 65)]
+    assert not page.has_next and frontier_page(namespace=ns, page=2).has_next
+    body = client_for(make_user("viewer", ns)).get(f"/ns/{ns.name}/", {"page": "2"}).content
+    assert "31–60 of 40+ cells" in body.decode() and "page=3" in body.decode()
