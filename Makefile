@@ -8,7 +8,7 @@ TEST_DATA_DIR := $(CURDIR)/var/test
 
 .PHONY: run test install local-model lint browser-deps bench clean stop
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml package.json package-lock.json
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'

@@ -55,8 +55,13 @@ class ObservationForm(forms.Form):
 class FrontierFilter(forms.Form):
     q = forms.CharField(required=False, max_length=200, strip=True)
     show = forms.ChoiceField(required=False, choices=[(s, s) for s in FRONTIER_FILTERS])
-    sort = forms.CharField(required=False, max_length=20)
-    page = forms.IntegerField(required=False, min_value=1, max_value=1_000_000)
+    sort = forms.CharField(required=False, max_length=20)  # an unknown one: the default order
+    page = forms.CharField(required=False, max_length=20)
+
+    def clean_page(self) -> int:
+        """A page number; anything else (``abc``, ``0``, ``²``) is the first page, not a 400."""
+        raw = self.cleaned_data.get("page") or ""
+        return min(int(raw), 1_000_000) if raw.isascii() and raw.isdigit() and int(raw) else 1
 
 
 class LogFilter(forms.Form):

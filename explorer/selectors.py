@@ -74,6 +74,7 @@ class FrontierRow:
     changed_by: str
     change: str
     past_match: str | None = None  # the earlier value the search matched, when only that did
+    alternatives: tuple[str, ...] = ()  # a contested cell's competing values
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class FrontierPage:
     first: int  # 1-based position of the first row shown (0 when none)
     last: int
     sort: str
+    has_next: bool = False
 
 
 #: The frontier's sortable columns: name -> ordering (a key order breaks ties, so a page is
@@ -143,11 +145,14 @@ def frontier_page(*, namespace: Namespace, show: str = "all", search: str = "",
     total = qs.order_by()[: COUNT_CAP + 1].count()
     shown = min(total, COUNT_CAP)
     pages = max(1, -(-shown // per_page))
-    page = min(max(page, 1), pages)
+    # Past the counting cap the pages go on (one row more tells whether another follows).
+    page = max(page, 1) if total > COUNT_CAP else min(max(page, 1), pages)
     offset = (page - 1) * per_page
-    cells = list(qs.order_by(*_sort_order(sort))[offset: offset + per_page])
+    cells = list(qs.order_by(*_sort_order(sort))[offset: offset + per_page + 1])
+    has_next, cells = len(cells) > per_page, cells[:per_page]
     last = _last_changes([c.pk for c in cells])
     past = _past_matches(cells, search_terms(search))
+    competing = _alternatives([c.pk for c in cells if cell_status(c.head) == CellStatus.CONTESTED])
     rows = []
     for c in cells:
         op = last.get(c.pk)
@@ -157,10 +162,23 @@ def frontier_page(*, namespace: Namespace, show: str = "all", search: str = "",
             support=head.support if head else 0,
             changed_at=op["created_at"] if op else c.updated_at,
             changed_by=op["actor"] if op else "", change=op["type"] if op else "",
-            past_match=past.get(c.pk),
+            past_match=past.get(c.pk), alternatives=tuple(competing.get(c.pk, ())),
         ))
-    return FrontierPage(rows, shown, total > COUNT_CAP, page, pages,
-                        offset + 1 if rows else 0, offset + len(rows), sort)
+    return FrontierPage(rows, shown, total > COUNT_CAP, page, max(pages, page),
+                        offset + 1 if rows else 0, offset + len(rows), sort, has_next)
+
+
+def _alternatives(cell_ids: list[int]) -> dict[int, list[str]]:
+    """The competing values of the page's contested cells, oldest first (one query, none
+    when the page has no contest); each cut to ``LIST_TEXT_CHARS``."""
+    if not cell_ids:
+        return {}
+    out: dict[int, list[str]] = {}
+    for cell_id, value in (Version.objects.filter(cell_id__in=cell_ids, status=Status.ALTERNATIVE)
+                           .order_by("cell_id", "id")
+                           .values_list("cell_id", Left("value", LIST_TEXT_CHARS))):
+        out.setdefault(cell_id, []).append(value)
+    return out
 
 
 def _past_matches(cells: list[Cell], terms: list[str]) -> dict[int, str]:

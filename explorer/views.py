@@ -33,8 +33,8 @@ from explorer.forms import (
     OperationForm,
     ReadForm,
 )
+from explorer.reading import AGENT_MODE, MODE_HELP, frontier_columns, read_all
 from explorer.selectors import (
-    evidence_effects,
     frontier_page,
     live_fingerprint,
     namespace_overview,
@@ -52,7 +52,7 @@ from explorer.workbench_selectors import (
 )
 from memory.domain import LOG_TYPES, CellStatus, InvalidOperation
 from memory.models import Cell, Evidence, Membership
-from memory.reads import READ_MODES, read
+from memory.reads import READ_MODES
 from memory.services import (
     CellNotFound,
     cell_erase,
@@ -66,9 +66,6 @@ from memory.tasks import enqueue_erase_followup, enqueue_observation
 log = logging.getLogger("pmem.explorer")
 OP_LABELS = dict(FORM_OPS)
 LOG_PAGE = 50
-#: The frontier table's columns: (sort name or "", heading).
-FRONTIER_COLUMNS = (("key", "Key"), ("value", "Current value"), ("status", "Status"),
-                    ("support", "Support"), ("changed", "Last change"))
 
 
 def _is_htmx(request: HttpRequest) -> bool:
@@ -155,8 +152,7 @@ def frontier(request: HttpRequest, ns: str) -> HttpResponse:
     if request.GET.get("as_of") or request.GET.get("at"):  # SPEC §9: the frontier then
         return frontier_past(request, access)
     form = FrontierFilter(request.GET)
-    form.is_valid()  # a bad field (page=abc) is dropped alone; the others still apply
-    data = form.cleaned_data
+    data = form.cleaned_data if form.is_valid() else {}
     show = data.get("show") or "all"
     search = data.get("q") or ""
     context = {**_ns_context(access, "frontier"), "show": show, "q": search,
@@ -166,28 +162,10 @@ def frontier(request: HttpRequest, ns: str) -> HttpResponse:
     else:
         context["page"] = frontier_page(namespace=access.namespace, show=show, search=search,
                                         sort=data.get("sort") or "", page=data.get("page") or 1)
-        context["columns"] = _frontier_columns(context["page"].sort)
+        context["columns"] = frontier_columns(context["page"].sort)
     if _htmx_target(request) == "frontier-results":
         return render(request, "explorer/partials/frontier_results.html", context)
     return render(request, "explorer/frontier.html", context)
-
-
-def _frontier_columns(sort: str) -> list[dict[str, str]]:
-    """Each column's heading, its aria-sort and the sort a click on it asks for: the first
-    click sorts in the column's natural direction (keys A–Z, newest change first), the next
-    reverses it."""
-    natural_desc = {"support", "changed"}
-    columns = []
-    for name, heading in FRONTIER_COLUMNS:
-        active = sort.lstrip("-") == name
-        reversed_ = sort.startswith("-")
-        descending = (name in natural_desc) != reversed_
-        columns.append({
-            "name": name, "heading": heading,
-            "aria_sort": ("descending" if descending else "ascending") if active else "none",
-            "next": (name if reversed_ else f"-{name}") if active else name,
-        })
-    return columns
 
 
 # --- cell page (explorer.cell_views; the actions below answer with its panel) ---------------
@@ -390,60 +368,6 @@ def operations(request: HttpRequest, ns: str) -> HttpResponse:
 # --- compare read modes ----------------------------------------------------------------------
 
 
-#: Each read mode in one sentence, as a reviewer reads it (the agent's default first).
-MODE_HELP = {
-    "frontier": "One line per key with the value that holds now, ranked by meaning: what an "
-                "agent reads by default (the API's and the MCP tool's mode).",
-    "raw": "The observations closest in meaning to the query, as they were written, old and "
-           "retracted ones included: what plain retrieval would give an agent.",
-    "raw_ordered": "The same observations in the order they arrived, each tagged [t=…], so a "
-                   "reader can tell which is newer.",
-    "pruned": "The raw observations with those a newer one replaces taken out, decided by a "
-              "language model.",
-}
-#: The read mode agents use unless they ask for another (API and MCP).
-AGENT_MODE = "frontier"
-
-
-def _read_lines(mode: str, items: list[dict[str, Any]],
-                effects: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """A result's lines, each with its cell links: a frontier line names its key; an
-    observation line names the keys it stands for now, with a mark (current, superseded,
-    retracted, …)."""
-    if mode == "frontier":
-        return [{"text": i.get("line", ""), "marks": [{"key": i["key"], "mark": i["status"]}]}
-                for i in items]
-    return [{"text": i.get("text", ""), "evidence": i["id"], "seq": i.get("seq"),
-             "marks": effects.get(i["id"], [])} for i in items]
-
-
-def _read_all(access: Access, query: str, k: int | None,
-              disclose: list[str]) -> list[dict[str, Any]]:
-    """One query in every read mode. A mode that fails (an unreachable embedding or model
-    endpoint) shows its error in its own column instead of taking down the comparison."""
-    results = []
-    for mode in READ_MODES.values():
-        entry: dict[str, Any] = {
-            "mode": mode.name, "title": mode.title, "help": MODE_HELP.get(mode.name, ""),
-            "agent": mode.name == AGENT_MODE, "needs_model": mode.needs_model,
-            "available": True, "context": "", "chars": 0, "items": [], "note": "", "error": ""}
-        try:
-            result = read(mode.name, namespace=access.namespace, query=query, k=k,
-                          disclose=disclose)
-            entry.update(context=result.context, chars=result.context_chars,
-                         items=result.items, note=result.note, available=result.available)
-        except Exception as exc:  # noqa: BLE001 — shown in that mode's column, logged in full
-            log.exception("read mode %s failed", mode.name)
-            entry["error"] = f"{type(exc).__name__}: {exc}"
-        results.append(entry)
-    ids = sorted({i["id"] for r in results if r["mode"] != "frontier" for i in r["items"]
-                  if "id" in i})
-    effects = evidence_effects(ids)
-    for r in results:
-        r["lines"] = _read_lines(r["mode"], r["items"], effects)
-    return results
-
-
 @login_required
 @require_GET
 def read_compare(request: HttpRequest, ns: str) -> HttpResponse:
@@ -451,7 +375,7 @@ def read_compare(request: HttpRequest, ns: str) -> HttpResponse:
     form = ReadForm(request.GET if "q" in request.GET else None)
     results: list[dict[str, Any]] = []
     if form.is_bound and form.is_valid():
-        results = _read_all(access, form.cleaned_data["q"], form.cleaned_data["k"],
+        results = read_all(access.namespace, form.cleaned_data["q"], form.cleaned_data["k"],
                             form.cleaned_data["disclose"])
     modes = [{"name": m.name, "title": m.title, "help": MODE_HELP.get(m.name, ""),
               "agent": m.name == AGENT_MODE} for m in READ_MODES.values()]

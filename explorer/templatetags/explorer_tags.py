@@ -43,14 +43,3 @@ def when(moment: datetime | None, relative: bool = False) -> SafeString:
 def _ago(moment: datetime) -> str:
     since = timesince(moment).split(",")[0]
     return "just now" if since.startswith("0\xa0") else f"{since} ago"
-
-
-@register.simple_tag
-def clamp(text: str | None, limit: int = 280) -> SafeString:
-    """A long value shown in full but clamped to a few lines, with a "show all" toggle (common.js
-    adds the button only when the text overflows). Short values are plain text."""
-    if text is None:
-        return format_html('<span class="muted">— empty —</span>')
-    if len(text) <= limit:
-        return format_html("{}", text)
-    return format_html('<span class="clamp" data-clamp>{}</span>', text)

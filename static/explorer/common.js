@@ -131,5 +131,22 @@ document.body.addEventListener("htmx:afterSettle", function (event) {
   el.focus({ preventScroll: false });
 });
 
+// A page that answers a plain form (no htmx) with a message or a field error: focus goes to the
+// message, or to the first field to correct, unless the page asks for another focus.
+function focusOutcome() {
+  if (document.activeElement && document.activeElement !== document.body) return;
+  if (document.querySelector("[autofocus]")) return;
+  const message = document.querySelector("main .flash, main [role=alert]");
+  if (message) {
+    message.setAttribute("tabindex", "-1");
+    message.focus();
+    return;
+  }
+  const error = document.querySelector("main .error-text");
+  if (!error) return;
+  const field = error.previousElementSibling;
+  if (field && field.matches("input, select, textarea")) field.focus();
+}
+
 if (window.htmx) window.htmx.onLoad(enhance);
-document.addEventListener("DOMContentLoaded", function () { enhance(document); });
+document.addEventListener("DOMContentLoaded", function () { enhance(document); focusOutcome(); });

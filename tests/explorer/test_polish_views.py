@@ -3,6 +3,7 @@ DEBUG off, the glossary, the frontier's bounded queries, the read comparison's m
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -26,6 +27,11 @@ def test_404_and_403_are_the_explorers_own_pages(demo_ns: Any, make_user: Any,
     denied = client.get(f"/ns/{demo_ns.name}/access/")
     assert denied.status_code == 403
     assert "You may not do that here" in denied.content.decode()
+    # htmx asking for what it may not have gets a line, not a page (no forms, no header).
+    fragment = client.get(f"/ns/{demo_ns.name}/cells/alice_home_city/panel/?part=actions",
+                          HTTP_HX_REQUEST="true")
+    assert fragment.status_code == 403
+    assert fragment.content.decode().startswith('<p class="flash error" role="alert">Not allowed')
     # Another namespace's pages answer the same 404 as a missing one.
     other = client.get("/ns/not-a-member-of-this/")
     assert other.status_code == 404 and "Nothing here" in other.content.decode()
@@ -73,3 +79,40 @@ def test_compare_reads_says_which_mode_agents_use_and_what_needs_a_model(
     assert "Needs a language model" in body
     assert f"/ns/{demo_ns.name}/cells/mug_1_location/" in body
     assert 'class="badge badge-retracted"' in body
+
+
+def test_a_contested_row_shows_the_competing_values(demo_ns: Any, make_user: Any) -> None:
+    from memory.selectors import cell_detail
+
+    detail = cell_detail(namespace=demo_ns, key="team_meeting_day")
+    assert detail.alternatives
+    body = client_for(make_user("viewer", demo_ns)).get(
+        f"/ns/{demo_ns.name}/", {"show": "contested"}).content.decode()
+    assert "against:" in body
+    for alternative in detail.alternatives:
+        assert f'<span class="alt-value">{alternative["value"]}</span>' in body
+
+
+def test_times_carry_year_and_zone_without_javascript(demo_ns: Any, make_user: Any) -> None:
+    from django.utils import timezone
+
+    client = client_for(make_user("viewer", demo_ns))
+    body = client.get(f"/ns/{demo_ns.name}/").content.decode()
+    year = str(timezone.now().year)
+    assert re.search(rf'<time datetime="{year}-\d\d-\d\dT[\d:]+Z" title="{year}-[\d\- :]+ UTC" '
+                     rf'data-local>{year}-\d\d-\d\d \d\d:\d\d UTC</time>', body)
+
+
+def test_pages_go_on_past_the_counting_cap(ns: Any, make_user: Any, monkeypatch: Any) -> None:
+    import explorer.selectors as selectors
+
+    monkeypatch.setattr(selectors, "COUNT_CAP", 40)  # 65 cells, counted up to 40
+    for i in range(65):
+        operation_apply(namespace=ns, key=f"k{i:03d}", op="accept", value=str(i),
+                        actor="api:test", explicit=True)
+    page = frontier_page(namespace=ns, page=3)
+    assert (page.total, page.total_capped, page.first, page.last) == (40, True, 61, 65)
+    assert [r.key for r in page.rows] == [f"k{i:03d}" for i in range(60, 65)]
+    assert not page.has_next and frontier_page(namespace=ns, page=2).has_next
+    body = client_for(make_user("viewer", ns)).get(f"/ns/{ns.name}/", {"page": "2"}).content
+    assert "31–60 of 40+ cells" in body.decode() and "page=3" in body.decode()
