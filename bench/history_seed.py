@@ -30,9 +30,10 @@ SELECT e_id, %(ns)s, %(seq0)s + i, %(key)s || ' = position ' || i, 'seed', at, '
        'committed', '', at, 0, 0, 0, 0 FROM seed;
 INSERT INTO memory_operation (id, namespace_id, cell_id, key, type, requested, actor,
                               evidence_id, seq, version_id, value, payload, reason, raw_output,
-                              prompt_tokens, completion_tokens, created_at)
+                              prompt_tokens, completion_tokens, created_at, method, source)
 SELECT op_id, %(ns)s, %(cell)s, %(key)s, 'accept', 'accept', 'system:seed', e_id,
-       %(seq0)s + i, v_id, 'position ' || i, '{}'::jsonb, '', '', 0, 0, at FROM seed;
+       %(seq0)s + i, v_id, 'position ' || i, '{}'::jsonb, '', '', 0, 0, at, 'explicit', 'seed'
+  FROM seed;
 INSERT INTO memory_version (id, namespace_id, cell_id, value, status, valid_from, valid_to,
                             support, created_by_id, supersedes_id, alternative_of_id,
                             created_at, ordinal)
@@ -106,12 +107,12 @@ INSERT INTO memory_cell (id, namespace_id, key, created_at, updated_at, embedded
 SELECT c_id, %(ns)s, key, at1, at2, '', false, 2 FROM seedc;
 INSERT INTO memory_operation (id, namespace_id, cell_id, key, type, requested, actor, value,
                               payload, reason, raw_output, prompt_tokens, completion_tokens,
-                              created_at)
+                              created_at, method, source)
 SELECT o1, %(ns)s, c_id, key, 'accept', 'accept', 'system:seed', 'first ' || i, '{}'::jsonb,
-       '', '', 0, 0, at1 FROM seedc
+       '', '', 0, 0, at1, 'explicit', '' FROM seedc
 UNION ALL
 SELECT o2, %(ns)s, c_id, key, 'accept', 'accept', 'system:seed', 'second ' || i, '{}'::jsonb,
-       '', '', 0, 0, at2 FROM seedc;
+       '', '', 0, 0, at2, 'explicit', '' FROM seedc;
 INSERT INTO memory_version (id, namespace_id, cell_id, value, status, valid_from, valid_to,
                             support, created_by_id, supersedes_id, created_at, ordinal)
 SELECT v1, %(ns)s, c_id, 'first ' || i, 'superseded', at1, at2, 1, o1, NULL, at1, 1 FROM seedc
