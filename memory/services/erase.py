@@ -277,7 +277,7 @@ WITH versions AS (DELETE FROM memory_version WHERE cell_id = %(cell)s RETURNING 
 ops AS (DELETE FROM memory_operation WHERE cell_id = %(cell)s OR (namespace_id = %(ns)s
         AND key = ANY(%(names)s) AND cell_id IS NULL) RETURNING id),
 edges AS (DELETE FROM memory_supportedge s USING versions v WHERE s.version_id = v.id),
-spans AS (DELETE FROM memory_versionspan s USING versions v WHERE s.version_id = v.id),
+spans AS (DELETE FROM memory_versionspan WHERE cell_id = %(cell)s),  -- span_cell_idx
 tombs AS (DELETE FROM memory_tombstone t USING versions v WHERE t.version_id = v.id),
 aliases AS (DELETE FROM memory_keyalias WHERE cell_id = %(cell)s),
 copy AS (DELETE FROM memory_frontiervector WHERE cell_id = %(cell)s),

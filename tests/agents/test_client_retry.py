@@ -106,9 +106,11 @@ def test_as_of_is_passed_to_the_api_as_an_instant(api_url, agent):
     ns, token = agent()
     with FlakyProxy(api_url) as proxy, Client(proxy.url, token) as memory:
         memory.remember(facts=[{"key": "lamp", "value": "on"}])
-        when = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+        when = datetime(2099, 1, 2, 3, 4, 5, tzinfo=UTC)  # after the write: the lamp was on
         assert memory.get_fact("lamp", as_of=when).value == "on"
         asked = proxy.requests("GET", "/cells/lamp/")[-1][2]
-        assert parse_qs(urlsplit(asked).query)["as_of"] == ["2026-01-02T03:04:05+00:00"]
+        assert parse_qs(urlsplit(asked).query)["as_of"] == ["2099-01-02T03:04:05+00:00"]
+        before = datetime(2000, 1, 2, tzinfo=UTC)  # before the namespace: the empty memory
+        assert memory.get_fact("lamp", as_of=before).status == "empty"
         with pytest.raises(ValueError, match="time zone"):
             memory.get_fact("lamp", as_of=datetime(2026, 1, 2))
