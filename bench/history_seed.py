@@ -58,7 +58,7 @@ DROP TABLE seed;
 
 
 @contextmanager
-def _without_fk_triggers(cur: Any) -> Iterator[None]:
+def without_fk_triggers(cur: Any) -> Iterator[None]:
     """The rows written here are consistent by construction: skip the row-by-row foreign-key
     checks when the role may (a million deferred checks take minutes at commit), as the erase
     does (decision 44)."""
@@ -85,7 +85,7 @@ def seed_key(namespace: Namespace, key: str, versions: int, *, start: datetime |
     with transaction.atomic():
         cell = Cell.objects.create(namespace=namespace, key=key)
         ns = Namespace.objects.select_for_update().get(pk=namespace.pk)
-        with connection.cursor() as cur, _without_fk_triggers(cur):
+        with connection.cursor() as cur, without_fk_triggers(cur):
             cur.execute(_SEED_KEY_SQL, {
                 "t0": start, "step": step, "n": versions, "ns": namespace.pk, "cell": cell.pk,
                 "key": key, "seq0": ns.next_seq - 1, "base": 0,
@@ -136,7 +136,7 @@ def seed_cells(namespace: Namespace, cells: int, *, prefix: str = "key_",
     before any second one, and the moment after everything."""
     now = timezone.now()
     start = start or now - step * (2 * cells + 2)
-    with transaction.atomic(), connection.cursor() as cur, _without_fk_triggers(cur):
+    with transaction.atomic(), connection.cursor() as cur, without_fk_triggers(cur):
         cur.execute(_SEED_CELLS_SQL, {"t0": start, "step": step, "n": cells, "ns": namespace.pk,
                                       "prefix": prefix})
     return start + step * cells + step / 2, start + step * (2 * cells + 1)

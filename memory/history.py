@@ -159,9 +159,11 @@ def support_as_of(version_id: int, as_of: datetime) -> int:
     One statement."""
     with connection.cursor() as cur:
         cur.execute(
-            "SELECT count(*) FROM (SELECT 1 FROM memory_supportedge s"
-            " JOIN memory_operation o ON o.id = s.operation_id"
-            " WHERE s.version_id = %s AND o.created_at <= %s LIMIT %s) AS x",
+            # The operation's time by its primary key, edge by edge (a join let the planner
+            # hash every operation of the namespace).
+            "SELECT count(*) FROM (SELECT 1 FROM memory_supportedge s WHERE s.version_id = %s"
+            " AND (SELECT o.created_at FROM memory_operation o WHERE o.id = s.operation_id)"
+            " <= %s LIMIT %s) AS x",
             [version_id, as_of, SUPPORT_COUNT_CAP])
         row = cur.fetchone()
     return int(row[0]) if row else 0
@@ -472,10 +474,10 @@ def _version_nodes(rows: list[tuple[Any, ...]], lo: int, hi: int, as_of: datetim
 
 _ATTACHED_SQL = """
 SELECT e.version_id, e.evidence_id, e.operation_id FROM unnest(%(ids)s::bigint[]) AS v(id)
- CROSS JOIN LATERAL (SELECT s.* FROM memory_supportedge s JOIN memory_operation o
-                       ON o.id = s.operation_id
+ CROSS JOIN LATERAL (SELECT s.* FROM memory_supportedge s
                       WHERE s.version_id = v.id AND s.evidence_id IS NOT NULL
-                        AND o.created_at <= %(t)s
+                        AND (SELECT o.created_at FROM memory_operation o
+                              WHERE o.id = s.operation_id) <= %(t)s
                       ORDER BY s.id DESC LIMIT %(per)s) AS e
 """
 _OPERATIONS_SQL = """
