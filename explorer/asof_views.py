@@ -30,8 +30,9 @@ def frontier_past(request: HttpRequest, access: Access) -> HttpResponse:
         return render(request, "explorer/bad_parameter.html", {"error": exc}, status=400)
     assert as_of is not None
     after = request.GET.get("after") or None
+    search = (request.GET.get("q") or "").strip()[:200]
     rows, next_after = frontier_page_as_of(access.namespace, as_of=as_of, after=after,
-                                           limit=FRONTIER_PAGE)
+                                           limit=FRONTIER_PAGE, search=search)
     return render(request, "explorer/frontier_past.html", {
         "ns": access.namespace, "role": access.role, "can_act": False,
         "can_manage": access.can_manage, "section": "frontier",
@@ -39,4 +40,4 @@ def frontier_past(request: HttpRequest, access: Access) -> HttpResponse:
         "as_of": as_of, "as_of_param": as_of_param(as_of), "as_of_action": page,
         "as_of_local": as_of.strftime("%Y-%m-%dT%H:%M:%S"), "present_url": page,
         "as_of_subject": f"The memory of {ns}", "rows": rows, "after": after,
-        "next_after": next_after})
+        "next_after": next_after, "q": search})

@@ -206,6 +206,13 @@ def graph_json(cell: Cell, *, ns: str, around: int | None, limit: int, side: str
     derived = [{"source": n["id"], "target": f"v{n['version']}", "type": "applied_to"}
                for n in graph["nodes"] if n["kind"] == "operation" and n.get("version")
                and f"v{n['version']}" in version_ids]
+    # An observation that supports no version shown (a retraction's "reported in error") is
+    # linked to the operations it caused, so it does not float unexplained.
+    supporting = {e["target"] for e in graph["edges"] if e["type"] == "supported_by"}
+    evidence_ids = {n["id"] for n in graph["nodes"] if n["kind"] == "evidence"}
+    derived += [{"source": n["id"], "target": f"e{n['evidence']}", "type": "caused_by"}
+                for n in graph["nodes"] if n["kind"] == "operation" and n.get("evidence")
+                and f"e{n['evidence']}" in evidence_ids - supporting]
     page = reverse("explorer:cell", args=[ns, cell.key])
     for node in graph["nodes"]:
         if node["kind"] == "evidence":

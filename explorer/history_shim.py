@@ -116,7 +116,9 @@ def status_timeline(cell: Cell, *, buckets: int, as_of: datetime | None) -> dict
 
 
 def frontier_page_as_of(namespace: Namespace, *, as_of: datetime, after: str | None,
-                        limit: int) -> tuple[list[dict[str, Any]], str | None]:
-    """One page of the frontier as of T, in key order: ``(rows, next key or None)``."""
-    rows, nxt = mh.frontier_as_of(namespace, as_of, after=after or "", limit=limit)
+                        limit: int, search: str = "") -> tuple[list[dict[str, Any]], str | None]:
+    """One page of the frontier as of T, in key order (``search``: key or value then):
+    ``(rows, next key or None)``."""
+    rows, nxt = mh.frontier_as_of(namespace, as_of, after=after or "", limit=limit,
+                                  search=search or None)
     return [r.as_dict() for r in rows], nxt

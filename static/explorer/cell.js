@@ -30,6 +30,9 @@
     contradicted: ["#b3261e", "#ffffff"], revoked: ["#3d3d3d", "#ffffff"],
   };
 
+  // Edges the explorer adds to the typed graph: operation → version, operation → observation.
+  const DERIVED = new Set(["applied_to", "caused_by"]);
+
   const state = {
     nodes: new Map(), edges: new Map(), older: 0, newer: 0, total: 0, anchor: null,
     head: null,
@@ -193,6 +196,7 @@
       { selector: "edge.supported_by", style: { "line-color": "#1f5f9e", "target-arrow-color": "#1f5f9e", "line-style": "dotted", width: 2 } },
       { selector: "edge.revokes", style: { "line-color": "#a3221b", "target-arrow-color": "#a3221b", "target-arrow-shape": "tee", width: 2.2 } },
       { selector: "edge.applied_to", style: { "line-color": "#5b3f96", "target-arrow-color": "#5b3f96", width: 1.8, "line-style": "dashed" } },
+      { selector: "edge.caused_by", style: { "line-color": "#1f5f9e", "target-arrow-color": "#1f5f9e", width: 1.6, "line-style": "dashed", "target-arrow-shape": "vee" } },
     ];
     for (const [st, [bg, fg]] of Object.entries(STATUS_COLOURS)) {
       s.push({ selector: "node.version." + st, style: { "background-color": bg, color: fg } });
@@ -410,8 +414,8 @@
     else if (selected) select(null);
     const edges = cy.edges();
     const counts = { nodes: cy.nodes().length, edges: edges.length,
-                     typed: edges.filter((e) => e.data("type") !== "applied_to").length,
-                     derived: edges.filter((e) => e.data("type") === "applied_to").length,
+                     typed: edges.filter((e) => !DERIVED.has(e.data("type"))).length,
+                     derived: edges.filter((e) => DERIVED.has(e.data("type"))).length,
                      versions: versions().length, older: state.older, newer: state.newer };
     const first = !window.pmemGraph;
     window.pmemGraph = { ...window.pmemGraph, ...counts, renders: (window.pmemGraph?.renders || 0) + 1, cy };

@@ -74,6 +74,7 @@
     for (const b of buckets) for (const s of ORDER) totals[s] = (totals[s] || 0) + (b.counts[s] || 0);
     summary.textContent = (data.versions ?? 0).toLocaleString("en") + " versions: "
       + ORDER.filter((s) => totals[s]).map((s) => totals[s].toLocaleString("en") + " " + s).join(", ") + ".";
+    rove(null);
     box.dataset.buckets = buckets.length;
     box.dataset.drawn = "1";
   }
@@ -86,7 +87,32 @@
       button.classList.toggle("in-window", inside);
       button.setAttribute("aria-current", inside ? "true" : "false");
     }
+    if (!box.contains(document.activeElement)) rove(null);
   }
+
+  // One tab stop for the whole bar (roving tabindex): arrows move along it, Home / End jump to
+  // its ends, Enter or Space shows that stretch in the graph.
+  function rove(target) {
+    const all = [...box.querySelectorAll("button.tl-bucket:not([disabled])")];
+    if (!all.length) return;
+    const keep = target && all.includes(target) ? target
+      : all.find((b) => b.classList.contains("in-window")) || all[all.length - 1];
+    for (const b of all) b.tabIndex = b === keep ? 0 : -1;
+    return keep;
+  }
+  box.addEventListener("keydown", (event) => {
+    const current = event.target.closest && event.target.closest("button.tl-bucket");
+    if (!current) return;
+    const all = [...box.querySelectorAll("button.tl-bucket:not([disabled])")];
+    let i = all.indexOf(current);
+    if (event.key === "ArrowRight" || event.key === "ArrowDown") i = Math.min(all.length - 1, i + 1);
+    else if (event.key === "ArrowLeft" || event.key === "ArrowUp") i = Math.max(0, i - 1);
+    else if (event.key === "Home") i = 0;
+    else if (event.key === "End") i = all.length - 1;
+    else return;
+    event.preventDefault();
+    rove(all[i]).focus();
+  });
 
   box.addEventListener("click", (event) => {
     const button = event.target.closest("button.tl-bucket");

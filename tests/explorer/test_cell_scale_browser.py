@@ -93,6 +93,15 @@ def test_the_timeline_jumps_the_window_and_newer_comes_back(
     assert f"v{last_of_bucket}" in g["ids"]
     expect(first).to_have_class("tl-bucket in-window")
     assert b.page.evaluate("() => location.hash") == f"#v{last_of_bucket}"
+    # The bar is one tab stop: arrows walk it, Enter shows a stretch.
+    b.page.locator("#timeline button.tl-bucket[tabindex='0']").focus()
+    b.page.keyboard.press("End")
+    b.page.keyboard.press("Enter")
+    b.page.wait_for_function("() => window.pmemGraph.newer === 0")
+    assert b.page.locator("#timeline button.tl-bucket[tabindex='0']").count() == 1
+    first.click()
+    b.page.wait_for_function("() => window.pmemGraph.newer > 0")
+    g = _graph(b)
     # Newer extends towards the head again.
     newer = g["newer"]
     b.page.click("#graph-newer")

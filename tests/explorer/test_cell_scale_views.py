@@ -221,3 +221,18 @@ def test_the_present_timeline_counts_what_the_aggregate_counts(demo_ns: Any) -> 
         assert fast["versions"] == slow["total"]
         for i, bucket in enumerate(fast["buckets"], start=1):
             assert {k: v for k, v in bucket["counts"].items() if v} == by.get(i, {}), (key, i)
+
+
+def test_the_frontier_as_of_shows_values_then_and_searches_them(demo_ns: Any,
+                                                                make_user: Any) -> None:
+    client = client_for(make_user("viewer", demo_ns))
+    revoke = Operation.objects.get(namespace=demo_ns, key="mug_1_location", type="revoke")
+    before = (revoke.created_at - __import__("datetime").timedelta(microseconds=1)).isoformat()
+    url = f"/ns/{demo_ns.name}/"
+    body = client.get(url, {"as_of": before}).content.decode()
+    assert "Looking at the past" in body and "cabinet 3" in body
+    assert f"/ns/{demo_ns.name}/cells/mug_1_location/?as_of=" in body
+    body = client.get(url, {"as_of": before, "q": "mug"}).content.decode()
+    assert "mug_1_location" in body and "alice_home_city" not in body
+    now = client.get(url, {"q": "mug"}).content.decode()
+    assert "Looking at the past" not in now

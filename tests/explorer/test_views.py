@@ -195,8 +195,13 @@ def test_the_graph_endpoint_is_the_selectors_graph_plus_operation_links(
     assert [n["id"] for n in data["nodes"]] == [n["id"] for n in graph["nodes"]]
     assert data["edges"] == graph["edges"]
     assert {e["type"] for e in data["edges"]} == {"supersedes", "supported_by", "revokes"}
-    assert data["derived"] == explorer_graph(namespace=demo_ns, key="mug_1_location").derived
-    assert all(e["type"] == "applied_to" for e in data["derived"])
+    applied = [e for e in data["derived"] if e["type"] == "applied_to"]
+    assert applied == explorer_graph(namespace=demo_ns, key="mug_1_location").derived
+    # The retraction's observation supports no version: linked to the operations it caused.
+    revoke = Operation.objects.get(namespace=demo_ns, key="mug_1_location", type="revoke")
+    assert {"source": f"o{revoke.pk}", "target": f"e{revoke.evidence_id}",
+            "type": "caused_by"} in data["derived"]
+    assert {e["type"] for e in data["derived"]} == {"applied_to", "caused_by"}
 
 
 def test_live_answers_204_until_the_namespace_changes(demo_ns: Any, make_user: Any) -> None:
