@@ -361,3 +361,32 @@ def test_search_finds_words_inside_keys_in_the_browser(browsing: Browsing, demo_
         b.page.locator("th a.sort", has_text="Support").click()
         expect(b.page.locator("th[aria-sort='descending']")).to_contain_text("Support")
     assert b.errors == []
+
+
+def test_pages_after_an_action_pass_axe(axe_context: Any, live_server: Any, demo_ns: Any,
+                                        make_user: Any) -> None:
+    # What htmx swaps in (a result message, a searched and sorted table) is checked too.
+    page = axe_context.new_page()
+    page.on("dialog", lambda dialog: dialog.accept())
+    _login(page, live_server.url, make_user("reviewer", demo_ns))
+    page.goto(live_server.url + f"/ns/{demo_ns.name}/cells/alice_home_city/")
+    action = page.locator("details.action[data-op='revoke']")
+    action.locator("summary").click()
+    action.locator("[name='reason']").fill("reported by mistake")
+    action.locator("button[type=submit]").click()
+    expect(page.locator(".flash.ok")).to_be_visible()
+    assert axe_violations(page) == []
+    page.goto(live_server.url + f"/ns/{demo_ns.name}/")
+    page.fill("#q", "location")
+    page.locator("th a.sort", has_text="Last change").click()
+    expect(page.locator("th[aria-sort='descending']")).to_contain_text("Last change")
+    assert axe_violations(page) == []
+
+
+def test_the_axe_check_catches_a_violation(axe_context: Any, live_server: Any) -> None:
+    # The check above is only as good as its detector: an image without text is critical.
+    page = axe_context.new_page()
+    page.goto(live_server.url + "/glossary/")
+    page.evaluate("() => document.querySelector('main').insertAdjacentHTML("
+                  "'beforeend', '<img src=\"/static/explorer/favicon.svg\">')")
+    assert "image-alt" in {v["id"] for v in axe_violations(page)}
