@@ -378,7 +378,7 @@ def version_at(cell: Cell, when: datetime) -> int | None:
 
 _WINDOW_SQL = """
 SELECT v.id, v.ordinal, v.value, {status}, v.valid_from, {valid_to}, v.support, v.created_at,
-       v.supersedes_id, v.alternative_of_id
+       v.supersedes_id, v.alternative_of_id, v.restores_id
   FROM memory_version v{lateral}
  WHERE v.cell_id = %(cell)s AND ((v.ordinal >= %(lo)s AND v.ordinal <= %(hi)s)
        OR v.id = ANY(%(extra)s))
@@ -458,7 +458,7 @@ def _version_nodes(rows: list[tuple[Any, ...]], lo: int, hi: int, as_of: datetim
     nodes: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
     for (vid, ordinal, value, status, valid_from, valid_to, support, created_at, supersedes,
-         alternative_of) in rows:
+         alternative_of, restores) in rows:
         nodes.append({"id": f"v{vid}", "kind": "version", "label": value, "status": status,
                       "version": vid, "ordinal": ordinal,
                       "support": support if as_of is None else None, "valid_from": valid_from,
@@ -469,6 +469,8 @@ def _version_nodes(rows: list[tuple[Any, ...]], lo: int, hi: int, as_of: datetim
         if alternative_of in shown:
             edges.append({"source": f"v{vid}", "target": f"v{alternative_of}",
                           "type": "alternative_of"})
+        if restores in shown:  # SPEC §3 restore: the undo points at the mistake it undid
+            edges.append({"source": f"v{vid}", "target": f"v{restores}", "type": "restores"})
     return nodes, edges
 
 

@@ -194,6 +194,7 @@
       { selector: "edge.supersedes", style: { "line-color": "#1f2937", "target-arrow-color": "#1f2937", width: 2.4 } },
       { selector: "edge.alternative_of", style: { "line-color": "#a14f00", "target-arrow-color": "#a14f00", "line-style": "dashed", width: 2.2, "curve-style": "bezier" } },
       { selector: "edge.supported_by", style: { "line-color": "#1f5f9e", "target-arrow-color": "#1f5f9e", "line-style": "dotted", width: 2 } },
+      { selector: "edge.restores", style: { "line-color": "#1d6b35", "target-arrow-color": "#1d6b35", "line-style": "dashed", width: 2.2, "curve-style": "bezier", "target-arrow-shape": "diamond" } },
       { selector: "edge.revokes", style: { "line-color": "#a3221b", "target-arrow-color": "#a3221b", "target-arrow-shape": "tee", width: 2.2 } },
       { selector: "edge.applied_to", style: { "line-color": "#5b3f96", "target-arrow-color": "#5b3f96", width: 1.8, "line-style": "dashed" } },
       { selector: "edge.caused_by", style: { "line-color": "#1f5f9e", "target-arrow-color": "#1f5f9e", width: 1.6, "line-style": "dashed", "target-arrow-shape": "vee" } },

@@ -48,6 +48,10 @@ PAGES = (
     Page("access", "/ns/{ns}/access/"),
     Page("observation", "/ns/{ns}/observations/{evidence}/"),
     Page("glossary", "/glossary/"),
+    Page("review", "/ns/{ns}/review/"),
+    Page("diff", "/ns/{ns}/cells/{key}/diff/"),
+    Page("frontier-as-of", "/ns/{ns}/?as_of=2030-01-01T00:00:00Z"),
+    Page("cell-as-of", "/ns/{ns}/cells/{key}/?as_of=2030-01-01T00:00:00Z"),
     Page("404", "/ns/{ns}/cells/no_such_key_here/", status=404),
     Page("403", "/ns/{ns}/access/", role="viewer", status=403),
 )
