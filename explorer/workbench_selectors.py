@@ -61,7 +61,8 @@ def log_page(*, namespace: Namespace, filters: LogFilters, before: int | None,
     (three queries: the rows, the total, the rows before this page)."""
     qs = filters.queryset(namespace)
     page = qs.defer("payload", "raw_output").annotate(
-        version_value=Left("version__value", VALUE_CHARS), evidence_seq=F("evidence__seq"),
+        version_value=Left("version__value", VALUE_CHARS), version_ordinal=F("version__ordinal"),
+        evidence_seq=F("evidence__seq"),
         evidence_head=Left("evidence__text", VALUE_CHARS),
         raw_head=Left("raw_output", LOG_RAW_OUTPUT_CHARS), raw_chars=Length("raw_output"))
     if before is not None:

@@ -269,3 +269,13 @@ def test_hostile_ids_and_filters_are_404_or_named(client, ns, reviewer):
     assert r.status_code == 200
     page = client.get(f"/ns/{ns.name}/operations/?op=delete&key_contains=k").content.decode()
     assert "Filter not applied: op" in page and "Operations 1–1 of 1" in page
+
+
+def test_the_log_numbers_versions_within_their_key_with_the_global_id_on_hover(client, ns,
+                                                                               reviewer):
+    op(ns, "other", "accept", "x")  # global ids and per-key ordinals part ways
+    op(ns, "city", "accept", "Paris")
+    second = op(ns, "city", "accept", "Tokyo")
+    html = client.get(f"/ns/{ns.name}/operations/?key=city").content.decode()
+    assert f'title="version id {second.version_id}">v2</a>' in html
+    assert f">version {second.version_id}<" not in html
