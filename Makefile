@@ -8,14 +8,19 @@ TEST_DATA_DIR := $(CURDIR)/var/test
 
 .PHONY: run test install local-model lint browser-deps bench clean stop
 
-$(STAMP): pyproject.toml package.json package-lock.json
+$(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	npm ci --silent --no-audit --no-fund
 	touch $(STAMP)
 
-install: $(STAMP)
+# The npm assets again when package.json or its lock changes (npm ci rewrites this file).
+NPM_STAMP := node_modules/.package-lock.json
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --silent --no-audit --no-fund
+
+install: $(STAMP) $(NPM_STAMP)
 
 # The bundled small model (tests marked `model`, PMEM_LLM=local make run): llama.cpp's
 # OpenAI-compatible server, built from source by pip the first time (about 8 minutes on 2

@@ -128,11 +128,27 @@ def _frontier_queryset(namespace: Namespace, show: str, search: str) -> QuerySet
     qs = cells_list(namespace=namespace, status=status)
     # Every word must appear in the key, the current value or an earlier value of the cell.
     for term in search_terms(search):
-        past = Version.objects.filter(cell_id=OuterRef("pk"), value__icontains=term)
-        qs = qs.filter(Q(key__icontains=term) | Q(head__value__icontains=term) | Exists(past))
+        qs = qs.filter(Q(key__icontains=term) | Q(head__value__icontains=term)
+                       | _in_past_values(namespace, term))
     if show == "recent":
         qs = qs.filter(updated_at__gte=timezone.now() - RECENT)
     return qs
+
+
+#: A word found in at most this many cells' earlier values is matched by their ids (one scan of
+#: the namespace's versions); a commoner word by a per-cell EXISTS.
+PAST_IDS_MAX = 2000
+
+
+def _in_past_values(namespace: Namespace, term: str) -> Q | Exists:
+    """Cells with an earlier value containing ``term``. A rare word (the usual search) costs one
+    pass over the versions and a list of ids; the per-cell EXISTS probe, which costs a lookup
+    for every cell whose key and value do not match, is kept for common words."""
+    ids = list(Version.objects.filter(namespace=namespace, value__icontains=term)
+               .values_list("cell_id", flat=True).distinct()[: PAST_IDS_MAX + 1])
+    if len(ids) <= PAST_IDS_MAX:
+        return Q(pk__in=ids)
+    return Exists(Version.objects.filter(cell_id=OuterRef("pk"), value__icontains=term))
 
 
 def frontier_page(*, namespace: Namespace, show: str = "all", search: str = "",

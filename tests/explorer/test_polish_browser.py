@@ -382,6 +382,7 @@ def test_pages_after_an_action_pass_axe(axe_context: Any, live_server: Any, demo
     assert axe_violations(page) == []
     page.goto(live_server.url + f"/ns/{demo_ns.name}/")
     page.fill("#q", "location")
+    expect(page.get_by_test_id("position")).to_contain_text("matching “location”")
     page.locator("th a.sort", has_text="Last change").click()
     expect(page.locator("th[aria-sort='descending']")).to_contain_text("Last change")
     assert axe_violations(page) == []

@@ -52,12 +52,13 @@ def test_the_frontier_page_costs_the_same_queries_for_30_rows_as_for_3(
                         actor="api:test", explicit=True)
         operation_apply(namespace=ns, key=f"item_{i:02d}_colour", op="accept", value=f"blue {i}",
                         actor="api:test", explicit=True)
-    with django_assert_max_num_queries(4):  # count, page, last changes, past matches
+    # one per search word (its earlier values), count, page, last changes, past matches
+    with django_assert_max_num_queries(6):
         page = frontier_page(namespace=ns, search="item red", sort="-changed")
     assert page.total == 40 and len(page.rows) == 30
     assert all(r.past_match and r.past_match.startswith("red") for r in page.rows)
     client = client_for(make_user("viewer", ns))
-    with django_assert_max_num_queries(14):
+    with django_assert_max_num_queries(16):
         body = client.get(f"/ns/{ns.name}/", {"q": "item red", "page": "2"}).content.decode()
     assert "31–40 of 40 cells" in body
 
@@ -116,3 +117,16 @@ def test_pages_go_on_past_the_counting_cap(ns: Any, make_user: Any, monkeypatch:
     assert not page.has_next and frontier_page(namespace=ns, page=2).has_next
     body = client_for(make_user("viewer", ns)).get(f"/ns/{ns.name}/", {"page": "2"}).content
     assert "31–60 of 40+ cells" in body.decode() and "page=3" in body.decode()
+
+
+def test_a_common_word_in_earlier_values_is_still_found(demo_ns: Any, monkeypatch: Any) -> None:
+    import explorer.selectors as selectors
+    from memory.selectors import cell_detail
+
+    detail = cell_detail(namespace=demo_ns, key="alice_home_city")
+    past = next(h["value"] for h in detail.history if h["value"] != detail.value)
+    for limit in (selectors.PAST_IDS_MAX, 0):  # ids, then the per-cell EXISTS
+        monkeypatch.setattr(selectors, "PAST_IDS_MAX", limit)
+        page = frontier_page(namespace=demo_ns, search=past)
+        assert [r.key for r in page.rows] == ["alice_home_city"], limit
+        assert page.rows[0].past_match == past
