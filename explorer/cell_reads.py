@@ -19,7 +19,7 @@ from django.db.models import F, Q, TextField
 from django.db.models.functions import Cast, Left, Length
 from django.utils.dateparse import parse_datetime
 
-from memory.domain import UNSETTLED_STATES, OpType, Status
+from memory.domain import RESTORABLE_STATUSES, UNSETTLED_STATES, OpType, Status
 from memory.history import version_at
 from memory.models import Cell, Evidence, Namespace, Operation, SupportEdge, Version
 from memory.selectors import GRAPH_TEXT_CHARS, LIST_TEXT_CHARS, evidence_heads
@@ -198,7 +198,7 @@ RESTORABLE = 10
 def restorable_versions(*, cell: Cell, limit: int = RESTORABLE) -> list[dict[str, Any]]:
     """The newest revoked or contradicted versions (what a Restore can bring back), newest
     first: version_cell_status_idx finds them, whatever the length of the history."""
-    rows = (Version.objects.filter(cell=cell, status__in=[Status.REVOKED, Status.CONTRADICTED])
+    rows = (Version.objects.filter(cell=cell, status__in=list(RESTORABLE_STATUSES))
             .order_by("-id").values("id", "ordinal", "value", "status")[:limit])
     return [{"version": r["id"], "ordinal": r["ordinal"], "value": r["value"],
              "status": r["status"]} for r in rows]

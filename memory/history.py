@@ -343,24 +343,6 @@ def cell_as_of(namespace: Namespace, key: str, as_of: datetime | None,
 # --- moving through time -----------------------------------------------------------------------
 
 
-def change_steps(cell: Cell, as_of: datetime | None) -> dict[str, datetime | None]:
-    """The key's changes around ``as_of`` (now when None), for stepping through its past:
-    ``current`` (the commit that made the state at T), ``previous`` (the one before it) and
-    ``next`` (the first after T). Reading ``as_of=previous`` steps back one change,
-    ``as_of=next`` one forward. One statement (three probes on ``span_cell_idx``)."""
-    with connection.cursor() as cur:
-        cur.execute(
-            "WITH cur AS (SELECT max(since) AS t FROM memory_versionspan"
-            " WHERE cell_id = %(cell)s AND since <= %(t)s)"
-            " SELECT cur.t, (SELECT max(since) FROM memory_versionspan WHERE cell_id = %(cell)s"
-            " AND since < cur.t), (SELECT min(since) FROM memory_versionspan"
-            " WHERE cell_id = %(cell)s AND since > %(t)s) FROM cur",
-            {"cell": cell.pk, "t": as_of if as_of is not None else "infinity"})
-        row = cur.fetchone()
-    current, previous, nxt = row if row is not None else (None, None, None)
-    return {"current": current, "previous": previous, "next": nxt}
-
-
 def version_at(cell: Cell, when: datetime) -> int | None:
     """The version the key's history holds at ``when``: the last one created by then, else the
     first one (a jump to a date). One statement on ``version_cell_created_idx``."""
