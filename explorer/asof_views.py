@@ -28,7 +28,8 @@ def frontier_past(request: HttpRequest, access: Access) -> HttpResponse:
         as_of = parse_as_of(request.GET.get("as_of"))
     except BadParameter as exc:
         return render(request, "explorer/bad_parameter.html", {"error": exc}, status=400)
-    assert as_of is not None
+    if as_of is None:  # a blank as_of: the present
+        return redirect(page)
     after = request.GET.get("after") or None
     search = (request.GET.get("q") or "").strip()[:200]
     rows, next_after = frontier_page_as_of(access.namespace, as_of=as_of, after=after,

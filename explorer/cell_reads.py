@@ -13,13 +13,12 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.db.models import F, Q, TextField
 from django.db.models.functions import Cast, Left, Length
-from django.utils.dateparse import parse_datetime
 
 from memory.domain import RESTORABLE_STATUSES, UNSETTLED_STATES, OpType, Status
+from memory.domain.instants import TimeRefused, parse_instant, zone_named
 from memory.history import version_at
 from memory.models import Cell, Evidence, Namespace, Operation, SupportEdge, Version
 from memory.selectors import GRAPH_TEXT_CHARS, LIST_TEXT_CHARS, evidence_heads
@@ -51,34 +50,23 @@ class BadParameter(ValueError):
 
 
 def parse_as_of(raw: str | None, name: str = "as_of") -> datetime | None:
-    """``as_of`` as CONTRACT has it: ISO 8601 with a zone. Empty: the present (None)."""
-    if raw is None or not raw.strip():
-        return None
-    text = raw.strip()
-    if len(text) > 64:
-        raise BadParameter(name, "not an ISO 8601 date-time")
+    """``as_of`` as CONTRACT has it: ISO 8601 with a zone, read by the one parser of times
+    (:mod:`memory.domain.instants`). Empty: the present (None)."""
     try:
-        moment = parse_datetime(text.replace(" ", "T", 1))
-    except ValueError:
-        moment = None
-    if moment is None:
-        raise BadParameter(name, "not an ISO 8601 date-time (e.g. 2026-11-30T14:00:00Z)")
-    if moment.tzinfo is None:
-        raise BadParameter(name, "needs a zone (e.g. 2026-11-30T14:00:00Z or +02:00)")
-    return moment.astimezone(UTC)
+        return parse_instant(raw, field=name)
+    except TimeRefused as refused:
+        raise BadParameter(refused.field, refused.message) from None
 
 
 def local_as_of(at: str, zone: str) -> datetime:
     """The explorer's date-time field (no zone) read in the browser's ``zone`` (IANA name)."""
-    moment = parse_datetime(at.strip().replace(" ", "T", 1)) if len(at) <= 40 else None
+    try:
+        moment = parse_instant(at, field="at", zone=zone_named(zone))
+    except TimeRefused as refused:
+        raise BadParameter(refused.field, refused.message) from None
     if moment is None:
         raise BadParameter("at", "not a date and time")
-    if moment.tzinfo is None:
-        try:
-            moment = moment.replace(tzinfo=ZoneInfo(zone or "UTC"))
-        except (ZoneInfoNotFoundError, ValueError):
-            raise BadParameter("tz", "not a time zone") from None
-    return moment.astimezone(UTC)
+    return moment
 
 
 def as_of_param(moment: datetime) -> str:
@@ -237,13 +225,13 @@ def resolve_jump(*, cell: Cell, text: str, as_of: datetime | None = None) -> int
         return named
     if _ORDINAL.match(text) or _GLOBAL_ID.match(text) or _BARE.match(text):
         raise BadParameter("jump", f"{text} is not a version of {cell.key}")
-    moment = parse_datetime(text.replace(" ", "T", 1)) if re.match(r"^\d{4}-\d\d-\d\d", text) else None
-    if moment is None and re.match(r"^\d{4}-\d\d-\d\d$", text):
-        moment = parse_datetime(text + "T00:00:00")
-    if moment is None:
+    if not re.match(r"^\d{4}-\d\d-\d\d", text):
         raise BadParameter("jump", "not a version (v12), an id (id 345) or a date")
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+    try:  # a date-time, UTC unless it names a zone; a date alone is its midnight
+        moment = parse_instant(text, field="jump", zone=UTC)
+    except TimeRefused as refused:
+        raise BadParameter("jump", refused.message) from None
+    assert moment is not None
     if as_of is not None:
         moment = min(moment, as_of)
     found = version_at(cell, moment)  # the newest created by then, else the first

@@ -102,7 +102,8 @@ def cell(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     except BadParameter as exc:
         return _bad(request, exc)
     context.update(around=around, jump=request.GET.get("jump", ""), jump_error=jump_error)
-    return render(request, "explorer/cell.html", context)
+    # A jump that names nothing of the key still shows the page, its form saying why.
+    return render(request, "explorer/cell.html", context, status=400 if jump_error else 200)
 
 
 @login_required

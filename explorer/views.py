@@ -379,6 +379,7 @@ def read_compare(request: HttpRequest, ns: str) -> HttpResponse:
                             form.cleaned_data["disclose"])
     modes = [{"name": m.name, "title": m.title, "help": MODE_HELP.get(m.name, ""),
               "agent": m.name == AGENT_MODE} for m in READ_MODES.values()]
+    # A query the form refuses (a k of "abc", an unknown disclosure) is a 400 naming it.
     return render(request, "explorer/read.html",
                   {**_ns_context(access, "read"), "form": form, "results": results,
-                   "modes": modes})
+                   "modes": modes}, status=400 if form.is_bound and form.errors else 200)

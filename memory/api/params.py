@@ -3,41 +3,22 @@ time travel"): each refusal is a 400 naming the parameter."""
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Any
 
-from django.utils.dateparse import parse_datetime
 from rest_framework import exceptions
 
+from memory.domain.instants import TimeRefused, parse_instant
 from memory.history import HistoryError
-
-# A '+' of a zone offset that reached us unencoded in a query string is a space: "…T10:00 01:00".
-_SPACED_OFFSET = re.compile(r"(.*\d)\s(\d\d(?::?\d\d)?)")
 
 
 def parse_as_of(raw: str | None, field: str = "as_of") -> datetime | None:
-    """An ISO-8601 time with a zone (``Z`` or an offset), else a 400 naming ``field``."""
-    if raw is None or raw == "":
-        return None
-    text = raw.strip()
-    if len(text) > 64:
-        raise exceptions.ValidationError({field: "an ISO-8601 time with a zone"})
-    spaced = _SPACED_OFFSET.fullmatch(text)
-    if spaced and "T" in text and not re.search(r"[+-]\d\d:?\d\d$|Z$", text):
-        text = f"{spaced.group(1)}+{spaced.group(2)}"
+    """An ISO-8601 time with a zone (``Z`` or an offset), in UTC; else a 400 naming ``field``
+    (the one reading of times, :mod:`memory.domain.instants`)."""
     try:
-        moment = parse_datetime(text)
-    except ValueError:
-        moment = None
-    if moment is None:
-        raise exceptions.ValidationError(
-            {field: "an ISO-8601 time with a zone, e.g. 2026-12-01T10:00:00Z"})
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise exceptions.ValidationError(
-            {field: "needs a zone (Z or an offset such as +01:00): a time without one is "
-                    "ambiguous"})
-    return moment
+        return parse_instant(raw, field=field)
+    except TimeRefused as refused:
+        raise exceptions.ValidationError({refused.field: refused.message}) from None
 
 
 def bounded_int(params: Any, name: str, *, default: int, low: int, high: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
@@ -17,6 +18,7 @@ from memory.domain import (
     OpType,
     normalize_key,
 )
+from memory.domain.instants import TimeRefused, parse_instant
 from memory.domain.scopes import Scope
 from memory.reads import ANSWER_MODES, READ_MODES
 
@@ -37,6 +39,23 @@ class StrictIntegerField(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+class InstantField(serializers.DateTimeField):
+    """A JSON string read by the one parser of times (:mod:`memory.domain.instants`): UTC out,
+    a refusal naming the field for what PostgreSQL could not hold. A time without a zone is
+    read as UTC, as this field always read it."""
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if not isinstance(value, str):
+            self.fail("invalid", format="an ISO-8601 string")
+        try:
+            moment = parse_instant(value, field=self.field_name or "time", zone=UTC)
+        except TimeRefused as refused:
+            raise serializers.ValidationError(refused.message) from None
+        if moment is None:
+            self.fail("invalid", format="an ISO-8601 string")
+        return moment
 
 
 class StrictBooleanField(serializers.BooleanField):
@@ -117,7 +136,7 @@ class ObservationIn(serializers.Serializer):
     # into the serializer's fields all the same; the stubs see them as that attribute.
     source = StrictCharField(required=False, allow_blank=True,
                              max_length=200)  # type: ignore[assignment]
-    observed_at = serializers.DateTimeField(required=False, allow_null=True)
+    observed_at = InstantField(required=False, allow_null=True)
     idempotency_key = StrictCharField(required=False, max_length=200)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
