@@ -21,6 +21,7 @@ from explorer.access import namespace_access, require_reviewer
 from explorer.forms import LogFilter
 from explorer.views import _ns_context, _panel_response, _same_origin_path
 from memory.domain import InvalidOperation
+from memory.domain.spreadsheet import inert_cell
 from memory.domain.textdiff import word_diff
 from memory.models import Operation
 from memory.selectors import cell_lookup
@@ -214,10 +215,12 @@ def _stream(rows: Iterable[tuple[Any, ...]], fields: tuple[str, ...], fmt: str,
 
 def _with_header(fields: tuple[str, ...], rows: Iterable[tuple[Any, ...]]
                  ) -> Iterator[tuple[Any, ...]]:
+    """The header, then each row as CSV cells: times in ISO 8601, and no cell a spreadsheet
+    would run as a formula (memory.domain.spreadsheet)."""
     yield fields
     for row in rows:
-        yield tuple("" if v is None else v.isoformat() if hasattr(v, "isoformat") else v
-                    for v in row)
+        yield tuple(inert_cell("" if v is None else v.isoformat() if hasattr(v, "isoformat")
+                               else v) for v in row)
 
 
 def _json_array(fields: tuple[str, ...], rows: Iterable[tuple[Any, ...]]) -> Iterator[str]:
