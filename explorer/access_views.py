@@ -1,7 +1,8 @@
 """Members and API tokens of a namespace, managed in the browser by its admins.
 
 ``/ns/{ns}/access/`` lists the members (with their roles), the tokens (prefix, name, scope,
-creator, last use; never a secret — the database has none) and the access audit log. A new
+the sources they are bound to, creator, last use; never a secret — the database has none),
+the sources' trust levels and the access audit log. A new
 token's secret is shown once, in the answer to the form that made it (``Cache-Control:
 no-store``), and never again. Every change is a row of the audit log (memory.services).
 """
@@ -24,7 +25,13 @@ from explorer.access import Access, namespace_access, require_admin
 from explorer.forms import MemberForm, TokenForm
 from explorer.selectors import live_fingerprint
 from memory.models import ApiToken
-from memory.selectors import audit_list, members_list, token_row, tokens_list
+from memory.selectors import (
+    audit_list,
+    members_list,
+    source_trust_list,
+    token_row,
+    tokens_list,
+)
 from memory.services import (
     LastAdmin,
     membership_remove,
@@ -54,6 +61,7 @@ def _page(request: HttpRequest, access: Access, *, status: int = 200,
         "members": members_list(namespace=namespace),
         "tokens": [token_row(t) for t in tokens_list(namespace=namespace)],
         "audit": audit_list(namespace=namespace),
+        "trust": source_trust_list(namespace=namespace),
         "token_form": extra.pop("token_form", None) or TokenForm(),
         "member_form": extra.pop("member_form", None) or MemberForm(),
         **extra,
@@ -83,7 +91,7 @@ def token_add(request: HttpRequest, ns: str) -> HttpResponse:
     token = token_create(
         namespace=access.namespace, scope=data["scope"], name=data["name"], client=data["name"],
         created_by=request.user if isinstance(request.user, User) else None,
-        actor=_actor(request),
+        actor=_actor(request), sources=data["sources"],
         expires_at=timezone.now() + timedelta(days=days) if days else None)
     return _page(request, access, new_token={"secret": token.key, **token_row(token)})
 

@@ -8,7 +8,13 @@ from django import forms
 from django.conf import settings
 
 from memory.domain import DISCLOSURES, LOG_TYPES, VALUE_OPS, CellStatus, OpType
-from memory.domain.scopes import DEFAULT_SCOPE, Scope
+from memory.domain.scopes import (
+    DEFAULT_SCOPE,
+    MAX_BOUND_SOURCES,
+    MAX_SOURCE_CHARS,
+    Scope,
+    clean_sources,
+)
 from memory.models import Membership
 
 #: The typed operations a reviewer may ask for on the cell page (SPEC §3), as it labels them.
@@ -100,6 +106,18 @@ class TokenForm(forms.Form):
     expires_days = forms.IntegerField(required=False, min_value=1, max_value=3650,
                                       label="Expires in days",
                                       help_text="Empty: never expires.")
+    sources = forms.CharField(
+        required=False, max_length=MAX_BOUND_SOURCES * (MAX_SOURCE_CHARS + 2),
+        label="Trusted sources it may name",
+        help_text="Comma-separated. A write token may name these and any source without a "
+                  "trust level; one alone is what its writes claim when they name none.")
+
+    def clean_sources(self) -> list[str]:
+        try:
+            return clean_sources(self.cleaned_data.get("sources", "").replace("\n", ",")
+                                 .split(","))
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
 
 
 class MemberForm(forms.Form):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import secrets
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 from pgvector.django import HnswIndex, VectorField
@@ -83,6 +84,9 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     revoked_by = models.CharField(max_length=200, blank=True, default="")
+    # The sources a write token may name beside those with no trust level (SPEC §8,
+    # memory.domain.scopes.source_refusal); empty: only those.
+    sources = ArrayField(models.CharField(max_length=200), default=list, blank=True)
 
     #: The secret, on the instance ``token_create`` returns only; never saved.
     key: str | None = None
@@ -122,6 +126,10 @@ class Evidence(models.Model):
     received_at = models.DateTimeField(auto_now_add=True)  # transaction time
     # The hex SHA-256 of the client's key, never the key itself (SPEC §6).
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    # The hex SHA-256 of what the keyed request asked for, so that the key reused with another
+    # body is refused (409) rather than replayed; NULL when unknown (rows from before it was
+    # kept, or whose content an erase redacted): such a key replays.
+    request_digest = models.CharField(max_length=64, null=True, blank=True)
     actor = models.CharField(max_length=200, default="")
     state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
     error = models.TextField(blank=True, default="")
@@ -405,14 +413,18 @@ class EraseAudit(models.Model):
 
 
 class AuditEntry(models.Model):
-    """A change to who may reach a namespace, kept beside the operation log: tokens made and
-    revoked, members added, re-roled and removed. Never the secret, never changed."""
+    """A change to who may reach a namespace, kept beside the operation log: tokens made,
+    revoked and bound to sources, members added, re-roled and removed, sources' trust levels
+    set and cleared (trust decides whose word wins, SPEC §8). Never the secret, never changed."""
 
     class Action(models.TextChoices):
         TOKEN_CREATE = "token_create"
         TOKEN_REVOKE = "token_revoke"
         MEMBER_SET = "member_set"
         MEMBER_REMOVE = "member_remove"
+        TOKEN_BIND = "token_bind"
+        TRUST_SET = "trust_set"
+        TRUST_CLEAR = "trust_clear"
 
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="audit")
     actor = models.CharField(max_length=200)  # user:<name>, cli or system

@@ -52,6 +52,7 @@ from memory.models import (
     Membership,
     Namespace,
     Operation,
+    SourceTrust,
     SupportEdge,
     Version,
 )
@@ -639,11 +640,18 @@ def token_row(token: ApiToken) -> dict[str, Any]:
             "created_by": token.created_by.get_username() if token.created_by else None,
             "created_at": token.created_at, "expires_at": token.expires_at,
             "last_used_at": token.last_used_at, "revoked_at": token.revoked_at,
+            "sources": list(token.sources),
             "state": (refusal or "token active").removeprefix("token ")}
 
 
 def token_rows(*, namespace: Namespace) -> list[dict[str, Any]]:
     return [token_row(t) for t in tokens_list(namespace=namespace).select_related("namespace")]
+
+
+def source_trust_list(*, namespace: Namespace) -> list[tuple[str, int]]:
+    """The namespace's sources with a trust level, most trusted first (SPEC §8)."""
+    return list(SourceTrust.objects.filter(namespace=namespace).order_by("-level", "source")
+                .values_list("source", "level"))
 
 
 def members_list(*, namespace: Namespace) -> QuerySet[Membership]:

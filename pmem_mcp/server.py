@@ -174,8 +174,10 @@ def _add_write_tools(server: MCPServer, client_for: ClientFor) -> None:
     async def remember(
         text: Annotated[str | None, Field(description="What happened, in words.")] = None,
         facts: Annotated[list[Fact] | None, Field(description="Keyed facts.")] = None,
-        source: Annotated[str | None, Field(description="Where it came from (a sensor, a "
-                                                        "document, a user).")] = None,
+        source: Annotated[str | None, Field(description=(
+            "Where it came from (a sensor, a document, a user). A source with a trust level "
+            "must be one this token is bound to; left out, the token's own source when it is "
+            "bound to one."))] = None,
         wait: Annotated[bool, Field(description="Wait until committed.")] = True,
     ) -> dict[str, Any]:
         sent = [f.model_dump(exclude_none=True) for f in facts] if facts is not None else None

@@ -119,3 +119,24 @@ def namespace_for(request: Request, name: str, *, scope: Scope = Scope.READ) -> 
         raise exceptions.PermissionDenied(
             f"a {role} may not do this (it needs scope {scope.value}); ask for the reviewer role")
     return namespace
+
+
+def token_of(request: Request) -> ApiToken | None:
+    """The token the request authenticated with, None for a person's session."""
+    user = request.user
+    return user.token if isinstance(user, TokenClient) else None
+
+
+def caller_scope(request: Request, namespace: Namespace) -> Scope:
+    """What the caller may do in ``namespace`` (already reached through
+    :func:`namespace_for`): the token's scope, or the scope of the person's role."""
+    user = request.user
+    if isinstance(user, TokenClient):
+        return user.scope
+    if not isinstance(user, AbstractBaseUser):
+        return Scope.READ
+    if getattr(user, "is_superuser", False):
+        return Scope.REVIEW
+    role = Membership.objects.filter(namespace=namespace, user_id=user.pk).values_list(
+        "role", flat=True).first()
+    return ROLE_SCOPES.get(Membership.Role(role), Scope.READ) if role else Scope.READ

@@ -13,7 +13,7 @@ from rest_framework.views import exception_handler as drf_handler
 
 from memory.domain import InvalidOperation
 from memory.history import HistoryError
-from memory.services import CellNotFound, InvalidName
+from memory.services import CellNotFound, IdempotencyConflict, InvalidName, SourceRefused
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -47,6 +47,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
                         status=status.HTTP_404_NOT_FOUND)
     if isinstance(exc, HistoryError):  # a cursor or version of another key, an empty search
         return Response({"error": f"{exc.field}: {exc}", "field": exc.field}, status=400)
+    if isinstance(exc, SourceRefused):  # SPEC §8: a source this token may not claim
+        return Response({"error": str(exc), "field": "source"}, status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, IdempotencyConflict):  # the first observation stays as it was
+        return Response({"error": str(exc), "field": "idempotency_key",
+                         "observation": exc.first.pk}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, InvalidName):
         return Response({"error": str(exc), "field": "namespace"}, status=400)
     if isinstance(exc, RequestDataTooBig):

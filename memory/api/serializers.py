@@ -185,6 +185,17 @@ class ObservationOut(serializers.Serializer):
     note = serializers.CharField(
         allow_blank=True, required=False,
         help_text="Said in words when a committed observation yielded no fact.")
+    replayed = serializers.BooleanField(
+        required=False,
+        help_text="True when the idempotency_key was used before with the same request: "
+                  "this is the first observation, nothing new was stored.")
+
+
+class ErrorOut(serializers.Serializer):
+    error = serializers.CharField()
+    field = serializers.CharField(required=False, help_text="the input at fault")
+    observation = serializers.IntegerField(
+        required=False, help_text="409 of a reused idempotency_key: the first observation")
 
 
 class MentionOut(serializers.Serializer):
@@ -394,3 +405,7 @@ class WhoAmIOut(serializers.Serializer):
     name = serializers.CharField()
     prefix = serializers.CharField(help_text="the token's first characters (the rest is secret)")
     expires_at = serializers.DateTimeField(allow_null=True)
+    sources = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="the trusted sources a write token may name (any source without a trust "
+                  "level too); one alone is the source of writes that name none")

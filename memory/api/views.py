@@ -27,11 +27,17 @@ from memory.domain.scopes import Scope
 from memory.history import HISTORY_DEFAULT
 from memory.llm.client import client_from_settings
 from memory.models import Cell, Evidence, KeyAlias, Operation, Version
-from memory.services import cell_erase, observation_record, observation_retry, operation_apply
+from memory.services import (
+    cell_erase,
+    observation_record,
+    observation_retry,
+    operation_apply,
+    source_claim,
+)
 from memory.tasks import process_observation
 
 from . import serializers as s
-from .auth import TokenClient, actor_of, namespace_for
+from .auth import TokenClient, actor_of, caller_scope, namespace_for, token_of
 from .errors import PayloadTooLarge
 from .params import bounded_int, parse_as_of, version_id
 from .permissions import ReadScope, ReviewScope, ScopePermission, UndeclaredScope, WriteScope
@@ -81,7 +87,7 @@ class WhoAmIView(ScopedView):
         token = user.token
         return Response({"namespace": token.namespace.name, "scope": token.scope,
                          "client": token.client, "name": token.name, "prefix": token.prefix,
-                         "expires_at": token.expires_at})
+                         "expires_at": token.expires_at, "sources": list(token.sources)})
 
 
 class NamespaceView(ScopedView):
@@ -213,12 +219,16 @@ class ObservationsView(NamespaceView):
     scopes = {"POST": WriteScope}
 
     @extend_schema(
-        request=s.ObservationIn, responses={202: s.ObservationOut, 201: s.ObservationOut},
+        request=s.ObservationIn, responses={202: s.ObservationOut, 201: s.ObservationOut,
+                                            400: s.ErrorOut, 403: s.ErrorOut, 409: s.ErrorOut},
         parameters=[OpenApiParameter("wait", int, description="1: block until committed or failed")],
         summary="Record an observation", operation_id="observation_create",
         description="Stored as evidence with its seq before the answer (202); committed by a "
                     "worker in seq order. With wait=1 the answer (201) comes once it is "
-                    "committed or failed, with the operations it produced.",
+                    "committed or failed, with the operations it produced. A write token "
+                    "names only its bound sources or sources without a trust level (403). "
+                    "An idempotency_key used before replays that observation (replayed: "
+                    "true) when the request is the same, else answers 409.",
     )
     def post(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
@@ -231,22 +241,26 @@ class ObservationsView(NamespaceView):
         facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit",
                                       "reason") if k in f}
                  for f in v.get("facts", [])]
+        # SPEC §8: the source is one this caller may claim (403 otherwise, nothing stored).
+        source = source_claim(namespace=namespace, token=token_of(request),
+                              scope=caller_scope(request, namespace), source=v.get("source"))
         recorded = observation_record(
             namespace=namespace, text=v.get("text", ""), facts=facts or None,
-            source=v.get("source", ""), observed_at=v.get("observed_at"),
+            source=source, observed_at=v.get("observed_at"),
             idempotency_key=v.get("idempotency_key"), actor=actor_of(request),
         )
         evidence = recorded.evidence
         if recorded.created:
             _enqueue(evidence.id)
+        replayed = {"replayed": not recorded.created}
+        headers = {"Idempotent-Replayed": "true"} if not recorded.created else None
         if wait in ("1", "true"):
             evidence = _wait_settled(evidence.id)
             if evidence.state in SETTLED_STATES:
-                return Response(observation_body(evidence), status=status.HTTP_201_CREATED)
-        body = {"id": evidence.id, "seq": evidence.seq, "status": evidence.state}
-        if not recorded.created:
-            body["replayed"] = True
-        return Response(body, status=status.HTTP_202_ACCEPTED)
+                return Response({**observation_body(evidence), **replayed},
+                                status=status.HTTP_201_CREATED, headers=headers)
+        body = {"id": evidence.id, "seq": evidence.seq, "status": evidence.state, **replayed}
+        return Response(body, status=status.HTTP_202_ACCEPTED, headers=headers)
 
 
 class ObservationDetailView(NamespaceView):

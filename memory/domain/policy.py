@@ -13,12 +13,12 @@ from .model import same_value
 from .vocabulary import CREATING_OPS, OpType, Status
 
 
-def replaces_head(op: OpType, value: str | None, has_head: bool, hard_commit: bool) -> bool:
+def replaces_head(op: OpType, value: str | None, has_head: bool) -> bool:
     """Whether the fact would replace a head, so trust and valid time apply to it: an accept
-    or a reject with a value, on a cell with a head. ``hard_commit`` facts, structured
-    corrections, are applied as sent (decision 12)."""
+    or a reject with a value, on a cell with a head. A ``hard_commit`` fact is no exception
+    (SPEC §8, decision 12): it only keeps the annotator from dropping it as a noop."""
     creates = op in CREATING_OPS and bool(value and value.strip())
-    return creates and has_head and not hard_commit
+    return creates and has_head
 
 
 def is_late(observed_at: datetime | None, head_valid_from: datetime) -> bool:

@@ -13,6 +13,7 @@ scope is worth everywhere. Pure Python: no Django import.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
 
@@ -73,3 +74,56 @@ def token_refusal(*, revoked_at: datetime | None, expires_at: datetime | None,
     if expires_at is not None and expires_at <= now:
         return "token expired"
     return None
+
+
+# --- the sources a token may claim (SPEC §8) ---------------------------------------------------
+
+#: The most sources one token may be bound to, and the longest name of one (Evidence.source).
+MAX_BOUND_SOURCES = 32
+MAX_SOURCE_CHARS = 200
+
+
+class SourceRefused(Exception):
+    """A write token named a source it may not claim (HTTP 403; nothing is stored)."""
+
+    def __init__(self, source: str, bound: tuple[str, ...]) -> None:
+        self.source, self.bound = source, bound
+        allowed = (f"the sources it is bound to ({', '.join(bound)}) or " if bound else "")
+        super().__init__(f"this token may not name source {source!r}: it has a trust level; "
+                         f"a write token names {allowed}sources without one")
+
+
+def source_refusal(*, scope: Scope | str, bound: Iterable[str], source: str,
+                   trusted: bool) -> SourceRefused | None:
+    """Why a token of ``scope`` bound to ``bound`` may not name ``source`` (``trusted``: the
+    namespace gives it a trust level), or None when it may.
+
+    A source's trust is only as good as the right to claim it: a ``review`` token (a person's
+    delegate, trusted with erase already) names any; a ``write`` token its bound sources, and
+    any source nobody gave a trust level — those carry no weight to borrow."""
+    bound = tuple(bound)
+    if scope_allows(scope, Scope.REVIEW) or not trusted or source in bound:
+        return None
+    return SourceRefused(source, bound)
+
+
+def default_source(bound: Iterable[str]) -> str | None:
+    """The source a write names when it names none: the token's, when it is bound to one."""
+    bound = tuple(bound)
+    return bound[0] if len(bound) == 1 else None
+
+
+def clean_sources(names: Iterable[str]) -> list[str]:
+    """A binding as stored: each name stripped, empty ones dropped, duplicates once, in the
+    order given. Raises ValueError past ``MAX_BOUND_SOURCES`` or ``MAX_SOURCE_CHARS``."""
+    out: list[str] = []
+    for name in names:
+        name = name.strip()
+        if not name or name in out:
+            continue
+        if len(name) > MAX_SOURCE_CHARS or not name.isprintable():
+            raise ValueError(f"a source name is at most {MAX_SOURCE_CHARS} printable characters")
+        out.append(name)
+    if len(out) > MAX_BOUND_SOURCES:
+        raise ValueError(f"a token is bound to at most {MAX_BOUND_SOURCES} sources")
+    return out

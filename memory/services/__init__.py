@@ -16,6 +16,7 @@ from .namespaces import (
 )
 from .observations import (
     ExtractionFailed,
+    IdempotencyConflict,
     Recorded,
     namespace_drain,
     observation_commit,
@@ -33,20 +34,23 @@ from .tokens import (
     audit_record,
     demo_secret,
     token_authenticate,
+    token_bind,
     token_create,
     token_digest,
     token_revoke,
     token_usable,
 )
+from .trust import SourceRefused, source_claim, trust_clear, trust_set
 from .undo import NotUndoable, operation_undo
 
 __all__ = [
-    "Applied", "CellNotFound", "ExtractionFailed", "InvalidName", "LastAdmin", "ModelUnavailable",
+    "Applied", "CellNotFound", "ExtractionFailed", "IdempotencyConflict", "InvalidName", "LastAdmin", "ModelUnavailable",
     "OpInput", "Recorded", "TokenRejected", "audit_record", "cell_erase", "demo_secret",
     "erase_followup", "erase_preview",
     "membership_remove", "membership_set", "namespace_create", "namespace_drain",
     "observation_commit", "observation_extract", "observation_fail", "observation_ingest",
     "observation_record", "observation_retry", "observations_ingest", "observations_record",
     "operation_apply", "token_authenticate", "token_create", "token_digest", "token_revoke",
-    "token_usable", "NotUndoable", "operation_undo",
+    "token_usable", "NotUndoable", "operation_undo", "SourceRefused", "source_claim",
+    "token_bind", "trust_clear", "trust_set",
 ]

@@ -146,10 +146,9 @@ class Batch:
     def _place(self, cell: Cell, item: OpInput) -> tuple[OpInput, Slot | None]:
         """A fact that would replace the head goes into the history when it reports an older
         valid time than the head's, and contests the head when its source is trusted less
-        than the head's support (decisions 10-12)."""
+        than the head's support (decisions 10-12; ``hard_commit`` changes neither)."""
         head = self.overlay.head(cell)
-        hard_commit = bool(item.payload.get("hard_commit"))
-        if not policy.replaces_head(item.op, item.value, head is not None, hard_commit):
+        if not policy.replaces_head(item.op, item.value, head is not None):
             return item, None
         assert head is not None and self.evidence is not None
         observed = self.evidence.observed_at

@@ -257,7 +257,9 @@ def _write_redacted(rows: list[tuple[Any, ...]]) -> None:
         cur.execute(
             "UPDATE memory_evidence AS e SET text = r.text, facts = r.facts::jsonb,"
             " extracted = r.extracted::jsonb, source = r.source, error = r.error,"
-            " embedding = CASE WHEN r.stale THEN NULL ELSE e.embedding END"
+            " embedding = CASE WHEN r.stale THEN NULL ELSE e.embedding END,"
+            # a digest of the request as sent would still answer "was it this value?"
+            " request_digest = NULL"
             " FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[],"
             " %b::text[], %b::bool[]) AS r(id, text, facts, extracted, source, error, stale)"
             " WHERE e.id = r.id",

@@ -21,6 +21,7 @@ or processing, and the next delivery or drain finishes it exactly once.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -61,6 +62,17 @@ class Recorded:
     created: bool  # False when an idempotency key replayed an earlier observation
 
 
+class IdempotencyConflict(Exception):
+    """An idempotency key already used in the namespace for a different request (HTTP 409):
+    nothing is recorded, and ``first`` — the observation the key was first used for — stays
+    as it was."""
+
+    def __init__(self, first: Evidence) -> None:
+        super().__init__(f"idempotency_key was already used in this namespace for another "
+                         f"request (observation {first.pk}); send a new key with a new body")
+        self.first = first
+
+
 def observation_record(
     *,
     namespace: Namespace,
@@ -74,21 +86,28 @@ def observation_record(
     """Store an observation as evidence with its seq, in one transaction.
 
     Holds the namespace row lock until commit, which makes seq strictly increasing in commit
-    order and makes the idempotency check race-free. A replayed ``idempotency_key`` returns
-    the first observation unchanged (``created=False``). Only the key's SHA-256 is stored
-    (SPEC §6: a key may hold a value that is erased later)."""
-    idempotency_key = idempotency_digest(idempotency_key) if idempotency_key else None
+    order and makes the idempotency check race-free. A reused ``idempotency_key`` (Stripe's
+    semantics) replays the first observation unchanged (``created=False``) when the request
+    is the same — text, facts, source and valid time — and raises
+    :class:`IdempotencyConflict` when it is not. Only the key's SHA-256 is stored (SPEC §6: a
+    key may hold a value that is erased later), and the request's (:func:`request_digest`)."""
+    key_digest = idempotency_digest(idempotency_key) if idempotency_key else None
+    asked = (request_digest(text=text, facts=facts, source=source, observed_at=observed_at)
+             if key_digest else None)
     with transaction.atomic():
         seq = _take_seqs(namespace, 1)
-        if idempotency_key:
-            first = Evidence.objects.filter(namespace=namespace,
-                                            idempotency_key=idempotency_key).first()
+        if key_digest:
+            first = (Evidence.objects.filter(namespace=namespace, idempotency_key=key_digest)
+                     .defer("extracted", "embedding").first())
             if first is not None:
                 transaction.set_rollback(True)  # give the seq back: nothing was recorded
+                if first.request_digest is not None and first.request_digest != asked:
+                    raise IdempotencyConflict(first)
                 return Recorded(first, created=False)
         evidence = Evidence.objects.create(
             namespace=namespace, seq=seq, text=text or "", facts=facts, source=source or "",
-            observed_at=observed_at, idempotency_key=idempotency_key or None, actor=actor,
+            observed_at=observed_at, idempotency_key=key_digest, request_digest=asked,
+            actor=actor,
         )
     return Recorded(evidence, created=True)
 
@@ -96,6 +115,18 @@ def observation_record(
 def idempotency_digest(key: str) -> str:
     """What is stored of a client's idempotency key: its hex SHA-256 (migration 0008)."""
     return hashlib.sha256(key.encode()).hexdigest()
+
+
+def request_digest(*, text: str, facts: list[dict[str, Any]] | None, source: str,
+                   observed_at: datetime | None) -> str:
+    """The hex SHA-256 of what an observation asks for, as validated: the same request sent
+    twice (a retry) digests the same, whatever order its JSON keys came in; the valid time
+    as the instant it names, whatever offset wrote it."""
+    canonical = json.dumps(
+        {"text": text or "", "facts": facts or None, "source": source or "",
+         "observed_at": observed_at.timestamp() if observed_at is not None else None},
+        sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def observations_record(*, namespace: Namespace, observations: list[dict[str, Any]],

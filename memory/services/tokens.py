@@ -13,6 +13,7 @@ import base64
 import hashlib
 import hmac
 import secrets
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,7 +23,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memory.domain.scopes import LEGACY_SCOPE, Scope, token_refusal
+from memory.domain.scopes import LEGACY_SCOPE, Scope, clean_sources, token_refusal
 from memory.models import ApiToken, AuditEntry, Namespace
 
 TOKEN_PREFIX = "pmem_"
@@ -64,24 +65,45 @@ def _target(token: ApiToken) -> str:
 def token_create(*, namespace: Namespace, client: str = "client", scope: Scope | str = LEGACY_SCOPE,
                  name: str = "", created_by: User | None = None,
                  expires_at: datetime | None = None, actor: str = "system",
-                 secret: str | None = None) -> ApiToken:
-    """A new token that reaches ``namespace`` only, within ``scope``; audited.
+                 secret: str | None = None, sources: Iterable[str] = ()) -> ApiToken:
+    """A new token that reaches ``namespace`` only, within ``scope``, bound to ``sources``
+    (the trusted sources a write token may name, SPEC §8); audited.
 
     The returned instance carries the secret in ``key`` — the only time it exists outside
     the caller's hands. ``scope`` defaults to ``review`` (everything, as tokens always could);
     the explorer and ``pmem_token`` offer ``write`` first. ``secret`` is for the demo token,
-    derived from the secret key so ``make run`` can print it again (``demo_secret``)."""
+    derived from the secret key so ``make run`` can print it again (``demo_secret``). Raises
+    ValueError for a binding :func:`memory.domain.scopes.clean_sources` refuses."""
+    bound = clean_sources(sources)
     raw = secret or _new_secret()
     token = ApiToken.objects.create(
         namespace=namespace, digest=token_digest(raw), prefix=raw[:VISIBLE_CHARS],
         name=name[:100], client=(client or name or "client")[:100], scope=Scope(scope).value,
-        created_by=created_by, expires_at=expires_at)
+        created_by=created_by, expires_at=expires_at, sources=bound)
     audit_record(namespace=namespace, actor=actor, action=AuditEntry.Action.TOKEN_CREATE,
                  target=_target(token),
                  detail={"token": token.pk, "scope": token.scope, "client": token.client,
-                         "expires_at": expires_at.isoformat() if expires_at else None})
+                         "expires_at": expires_at.isoformat() if expires_at else None,
+                         "sources": bound})
     token.key = raw
     return token
+
+
+@transaction.atomic
+def token_bind(*, token: ApiToken, sources: Iterable[str], actor: str) -> bool:
+    """Bind ``token`` to exactly ``sources`` from its next request on (none: unbound);
+    audited with the binding before and after. False when nothing changed (nothing written).
+    Locks the token row, so two changes at once are both audited against what they saw."""
+    bound = clean_sources(sources)
+    locked = ApiToken.objects.select_for_update().get(pk=token.pk)
+    if list(locked.sources) == bound:
+        return False
+    ApiToken.objects.filter(pk=token.pk).update(sources=bound)
+    audit_record(namespace=token.namespace, actor=actor, action=AuditEntry.Action.TOKEN_BIND,
+                 target=_target(token),
+                 detail={"token": token.pk, "sources": bound, "was": list(locked.sources)})
+    token.sources = bound
+    return True
 
 
 def demo_secret(generation: int = 0) -> str:

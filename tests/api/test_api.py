@@ -70,8 +70,9 @@ def test_invalid_structured_op_becomes_logged_noop_not_an_error(api, ns, commit_
 def test_idempotency_key_replay_returns_first_observation_and_changes_nothing(api, ns):
     body = {"text": "a = 1", "idempotency_key": "req-42"}
     first = post(api, base(ns) + "observations/", body).json()
-    again = post(api, base(ns) + "observations/", {**body, "text": "a = 2"})
-    assert again.status_code == 202
+    assert first["replayed"] is False
+    again = post(api, base(ns) + "observations/", dict(reversed(body.items())))
+    assert again.status_code == 202 and again["Idempotent-Replayed"] == "true"
     assert again.json()["id"] == first["id"] and again.json()["replayed"] is True
     assert Evidence.objects.filter(namespace=ns).count() == 1
 

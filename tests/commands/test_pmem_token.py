@@ -84,3 +84,52 @@ def test_unknown_namespace_id_and_bad_expiry_are_command_errors(ns):
         run("pmem_token", "revoke", "999999999")
     with pytest.raises(CommandError, match="at least 1"):
         run("pmem_token", "create", ns.name, "--expires-days", "0")
+
+
+# --- sources bound to tokens (CONTRACT "Tokens bound to sources") ------------------------------
+
+
+def _observe(token: str, ns, source: str):
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {token}")
+    return api.post(f"/api/v1/namespaces/{ns.name}/observations/",
+                    {"text": "salary = 555k", "source": source}, format="json")
+
+
+def test_create_binds_the_repeated_sources_and_list_shows_them(ns):
+    run("pmem_trust", ns.name, "hr", "9")
+    run("pmem_trust", ns.name, "payroll", "5")
+    line = json.loads(run("pmem_token", "create", ns.name, "--source", "hr",
+                          "--source", "payroll"))
+    assert line["sources"] == ["hr", "payroll"]
+    unbound = json.loads(run("pmem_token", "create", ns.name))
+    assert set(unbound) == {"id", "namespace", "scope", "token"}
+    rows = {r["id"]: r for r in map(json.loads, run("pmem_token", "list", ns.name).splitlines())}
+    assert rows[line["id"]]["sources"] == ["hr", "payroll"] and rows[unbound["id"]]["sources"] == []
+    assert _observe(line["token"], ns, "hr").status_code == 202
+    assert _observe(unbound["token"], ns, "hr").status_code == 403
+    created = AuditEntry.objects.get(namespace=ns, action="token_create",
+                                     detail__token=line["id"])
+    assert created.detail["sources"] == ["hr", "payroll"]
+
+
+def test_bind_changes_a_tokens_sources_audited(ns):
+    run("pmem_trust", ns.name, "hr", "9")
+    line = json.loads(run("pmem_token", "create", ns.name))
+    assert json.loads(run("pmem_token", "bind", str(line["id"]), "--source", "hr")) == {
+        "id": line["id"], "namespace": ns.name, "sources": ["hr"], "changed": True}
+    assert _observe(line["token"], ns, "hr").status_code == 202
+    assert json.loads(run("pmem_token", "bind", str(line["id"])))["sources"] == []
+    assert _observe(line["token"], ns, "hr").status_code == 403
+    assert list(AuditEntry.objects.filter(namespace=ns, action="token_bind")
+                .values_list("actor", flat=True)) == ["cli", "cli"]
+    with pytest.raises(CommandError, match="at most 200"):
+        run("pmem_token", "bind", str(line["id"]), "--source", "x" * 201)
+
+
+def test_pmem_trust_sets_and_clears_levels_audited(ns):
+    assert json.loads(run("pmem_trust", ns.name, "hr", "9"))["trust"] == {"hr": 9}
+    assert json.loads(run("pmem_trust", ns.name, "hr", "--clear"))["trust"] == {}
+    assert list(AuditEntry.objects.filter(namespace=ns).order_by("id")
+                .values_list("action", "actor", "target")) == [
+        ("trust_set", "cli", "source hr"), ("trust_clear", "cli", "source hr")]

@@ -21,18 +21,17 @@ def day(d: int) -> datetime:
     return datetime(2026, 11, d, tzinfo=UTC)
 
 
-@pytest.mark.parametrize(("op", "value", "has_head", "hard_commit", "expected"), [
-    (OpType.ACCEPT, "b", True, False, True),
-    (OpType.REJECT, "b", True, False, True),
-    (OpType.REJECT, None, True, False, False),  # a retraction replaces nothing
-    (OpType.ACCEPT, "  ", True, False, False),
-    (OpType.CONTEST, "b", True, False, False),
-    (OpType.ACCEPT, "b", False, False, False),  # creating a cell replaces no head
-    (OpType.ACCEPT, "b", True, True, False),  # hard_commit facts are applied as sent
+@pytest.mark.parametrize(("op", "value", "has_head", "expected"), [
+    (OpType.ACCEPT, "b", True, True),
+    (OpType.REJECT, "b", True, True),
+    (OpType.REJECT, None, True, False),  # a retraction replaces nothing
+    (OpType.ACCEPT, "  ", True, False),
+    (OpType.CONTEST, "b", True, False),
+    (OpType.ACCEPT, "b", False, False),  # creating a cell replaces no head
 ])
 def test_only_a_fact_that_would_replace_a_head_is_placed_by_trust_and_time(
-        op, value, has_head, hard_commit, expected):
-    assert replaces_head(op, value, has_head, hard_commit) is expected
+        op, value, has_head, expected):
+    assert replaces_head(op, value, has_head) is expected
 
 
 def test_a_report_older_than_the_head_is_late_and_an_undated_one_is_not():

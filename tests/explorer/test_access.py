@@ -94,11 +94,29 @@ def test_an_admin_creates_a_token_and_sees_it_once(ns: Any, admin: Any) -> None:
         f"user:{admin.username}"
 
 
+def test_an_admin_binds_a_new_token_to_sources_and_the_page_shows_them(ns: Any,
+                                                                      admin: Any) -> None:
+    from memory.services import trust_set
+
+    trust_set(namespace=ns, source="hr", level=9, actor="cli")
+    client = client_for(admin)
+    response = client.post(access_url(ns, "tokens/"),
+                           {"name": "hr-bot", "scope": "write", "sources": "hr, payroll,hr"})
+    token = token_authenticate(raw=_secret_in(response.content.decode()))
+    assert token.sources == ["hr", "payroll"]
+    page = client.get(access_url(ns)).content.decode()
+    assert "hr, payroll" in page and "<code>hr</code> (9)" in page
+    created = AuditEntry.objects.get(namespace=ns, action="token_create")
+    assert created.detail["sources"] == ["hr", "payroll"]
+
+
 def test_token_form_errors_are_shown_not_raised(ns: Any, admin: Any) -> None:
     client = client_for(admin)
     for data in ({"name": "", "scope": "read"}, {"name": "x", "scope": "root"},
                  {"name": "x", "scope": "read", "expires_days": "0"},
-                 {"name": "x", "scope": "read", "expires_days": "abc"}):
+                 {"name": "x", "scope": "read", "expires_days": "abc"},
+                 {"name": "x", "scope": "write", "sources": "x" * 201},
+                 {"name": "x", "scope": "write", "sources": ",".join(f"s{i}" for i in range(33))}):
         response = client.post(access_url(ns, "tokens/"), data)
         assert response.status_code == 422 and "error-text" in response.content.decode()
     assert not ApiToken.objects.filter(namespace=ns).exists()

@@ -293,17 +293,29 @@ def test_late_report_goes_into_history_at_its_valid_time_not_the_head(ns):
     assert cell_detail(namespace=ns, key="office").value == "Berlin"  # rollback follows arrival
 
 
-def test_hard_commit_bypasses_trust_and_valid_time(ns):
+def test_hard_commit_overrides_neither_trust_nor_valid_time(ns):
+    """SPEC §8: the probe's rumor (level 1) with hard_commit over hr's head (level 9) is a
+    contest, and a hard_commit reported late goes into the history."""
     from datetime import datetime
 
     from memory.models import SourceTrust
     from memory.services import observation_ingest
 
-    SourceTrust.objects.create(namespace=ns, source="registry", level=10)
-    _observe(ns, "ceo = Dana", source="registry", observed_at=datetime(2026, 11, 5, tzinfo=UTC))
-    observation_ingest(namespace=ns, facts=[{"key": "ceo", "value": "Sam", "hard_commit": True}],
-                       source="gossip", observed_at=datetime(2026, 11, 1, tzinfo=UTC))
-    assert cell_detail(namespace=ns, key="ceo").value == "Sam"
+    SourceTrust.objects.create(namespace=ns, source="hr", level=9)
+    SourceTrust.objects.create(namespace=ns, source="rumor", level=1)
+    _observe(ns, "salary = 120k", source="hr", observed_at=datetime(2026, 11, 5, tzinfo=UTC))
+    observation_ingest(namespace=ns, facts=[{"key": "salary", "value": "555k",
+                                             "hard_commit": True}], source="rumor")
+    detail = cell_detail(namespace=ns, key="salary")
+    assert (detail.value, detail.status) == ("120k", "contested")
+    assert [a["value"] for a in detail.alternatives] == ["555k"]
+    observation_ingest(namespace=ns, facts=[{"key": "salary", "value": "90k",
+                                             "hard_commit": True}],
+                       source="hr", observed_at=datetime(2026, 11, 1, tzinfo=UTC))
+    detail = cell_detail(namespace=ns, key="salary")
+    assert detail.value == "120k"
+    late = next(h for h in detail.history if h["value"] == "90k")
+    assert late["status"] == "superseded"
 
 
 @pytest.mark.django_db(transaction=True)

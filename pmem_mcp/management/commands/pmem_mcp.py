@@ -1,10 +1,11 @@
 """``manage.py pmem_mcp --namespace NAME`` (or ``--token TOKEN``): P-Mem's MCP tools over
 stdio, for MCP clients that start their servers as commands.
 
-With ``--token`` the agent acts as that token. With ``--namespace`` the command makes a token
-of the namespace for the session (its client name, ``--client``, signs the writes
-``mcp:<client>``) and deletes it when the session ends; the namespace is created if it does
-not exist, as ``pmem_namespace create`` does.
+With ``--token`` the agent acts as that token, within its scope and the sources it is bound
+to. With ``--namespace`` the command makes a write token of the namespace for the session
+(its client name, ``--client``, signs the writes ``mcp:<client>``; ``--source`` binds it to
+trusted sources, SPEC §8) and revokes it when the session ends; the namespace is created if it
+does not exist, as ``pmem_namespace create`` does.
 """
 
 from __future__ import annotations
@@ -30,18 +31,28 @@ class Command(BaseCommand):
         who.add_argument("--token", help="an API token: serve its namespace, as it")
         parser.add_argument("--client", default="stdio",
                             help="with --namespace: the client name writes are signed with")
+        parser.add_argument("--source", action="append", default=[], metavar="NAME",
+                            help="with --namespace: a trusted source the session may claim "
+                                 "(repeatable; one alone is what its writes claim)")
 
     def handle(self, *args: Any, **options: Any) -> None:
         made: ApiToken | None = None
         token = options["token"]
+        if token is not None and options["source"]:
+            raise CommandError("--source binds the session's own token (with --namespace); "
+                               "a --token keeps the sources it is bound to")
         if token is None:
             try:
                 namespace = namespace_create(name=options["namespace"])
             except InvalidName as exc:
                 raise CommandError(str(exc)) from exc
             # The tools need scope write at most (retract/contest/resolve are observations).
-            made = token_create(namespace=namespace, client=options["client"], scope="write",
-                                name="mcp stdio session")
+            try:
+                made = token_create(namespace=namespace, client=options["client"],
+                                    scope="write", name="mcp stdio session",
+                                    sources=options["source"])
+            except ValueError as exc:
+                raise CommandError(f"--source: {exc}") from None
             token = made.key
         try:
             anyio.run(self._serve, token)
