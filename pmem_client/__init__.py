@@ -16,11 +16,13 @@ from .errors import (
     BadRequest,
     Conflict,
     Forbidden,
+    IdempotencyConflict,
     NotFound,
     ObservationFailed,
     PayloadTooLarge,
     PmemError,
     RateLimited,
+    RequestTooLong,
     ServerError,
     Timeout,
     TransportError,
@@ -43,8 +45,10 @@ from .types import (
 
 __all__ = [
     "Alternative", "ApiError", "AsyncClient", "BadRequest", "Cell", "Client", "Conflict",
-    "EraseReport", "Forbidden", "HistoryEntry", "HistoryPage", "NotFound", "Observation",
+    "EraseReport", "Forbidden", "HistoryEntry", "HistoryPage", "IdempotencyConflict",
+    "NotFound", "Observation",
     "ObservationFailed", "ObservationOperation", "Operation", "OperationResult",
-    "PayloadTooLarge", "PmemError", "RateLimited", "ReadResult", "Retry", "ServerError",
+    "PayloadTooLarge", "PmemError", "RateLimited", "ReadResult", "RequestTooLong", "Retry",
+    "ServerError",
     "Timeout", "TransportError", "Unauthorized", "Whoami", "to_json",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
@@ -304,7 +304,9 @@ def until_settled(namespace: str, recorded: Observation,
         yield Pause(delay)
         waited += delay
         delay = min(delay * 1.5, 2.0)
-        recorded = yield from observation(namespace, recorded.id)
+        polled = yield from observation(namespace, recorded.id)
+        # The poll reads the observation; whether this call replayed it is the first answer's.
+        recorded = replace(polled, replayed=recorded.replayed)
     return recorded
 
 

@@ -155,7 +155,11 @@ class Client(_Base):
         """Record an observation: ``text`` and/or ``facts`` (``[{"key", "value", "op"?}]``).
         Waits until it is committed (its operations then say what changed) unless
         ``wait=False``. One idempotency key is made per call (or pass your own), so the
-        client's retries never store it twice."""
+        client's retries never store it twice: a key sent again with the same request answers
+        the first observation (``replayed`` True), with another request raises
+        :class:`~pmem_client.IdempotencyConflict`. A ``source`` with a trust level must be
+        one the token is bound to (:class:`~pmem_client.Forbidden` otherwise); left out, the
+        token's own source when it is bound to one."""
         return self._run(p.remember(self.namespace, text=text, facts=facts, source=source,
                                     observed_at=observed_at, wait=wait,
                                     idempotency_key=idempotency_key or p.new_idempotency_key(),

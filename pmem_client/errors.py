@@ -7,6 +7,7 @@ caller catches what it can handle (``except Conflict as refused: refused.reason`
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -57,8 +58,24 @@ class Conflict(ApiError):
         self.observation = observation
 
 
+class IdempotencyConflict(Conflict):
+    """409: the idempotency key was used before, in this namespace, for another request.
+    Nothing was stored; ``observation_id`` is the observation the key was first used for
+    (the same request again would have replayed it, ``Observation.replayed``)."""
+
+    def __init__(self, error: str, *, status: int = 409, body: Any = None,
+                 observation_id: int | None = None) -> None:
+        super().__init__(error, status=status, body=body)
+        self.observation_id = observation_id
+
+
 class PayloadTooLarge(ApiError):
     """413: the body is over the server's limit."""
+
+
+class RequestTooLong(ApiError):
+    """414 or 431: the request line (a path or query too long) or its headers are over the
+    web server's limits."""
 
 
 class RateLimited(ApiError):
@@ -98,20 +115,38 @@ class ObservationFailed(PmemError):
 
 _BY_STATUS: dict[int, type[ApiError]] = {
     400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict,
-    413: PayloadTooLarge, 429: RateLimited,
+    413: PayloadTooLarge, 414: RequestTooLong, 429: RateLimited, 431: RequestTooLong,
 }
+_TITLE = re.compile(r"<title>\s*([^<]{1,200}?)\s*</title>", re.IGNORECASE)
+
+
+def _message(status: int, body: Any) -> str:
+    """What the answer says, short: its JSON ``error``; a page's title, never its markup
+    (a proxy or web server in front may answer HTML); else its first 500 characters."""
+    message = body.get("error") if isinstance(body, dict) else None
+    if isinstance(message, str) and message:
+        return message
+    if isinstance(body, str) and body.strip():
+        text = body.strip()
+        if text.startswith("<") or "<html" in text[:500].lower():
+            title = _TITLE.search(text)
+            return f"HTTP {status}" + (f": {title.group(1)}" if title else "")
+        return text[:500]
+    return f"HTTP {status}"
 
 
 def error_for(status: int, body: Any, *, retry_after: float | None = None) -> ApiError:
     """The exception for an error answer (``body`` is its parsed JSON, or its text)."""
-    message = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(message, str) or not message:
-        message = (body if isinstance(body, str) and body else f"HTTP {status}")[:500]
+    message = _message(status, body)
     cls = _BY_STATUS.get(status) or (ServerError if status >= 500 else ApiError)
+    field = body.get("field") if isinstance(body, dict) else None
     if cls is BadRequest:
-        field = body.get("field") if isinstance(body, dict) else None
         return BadRequest(message, status=status, body=body,
                           field=field if isinstance(field, str) else None)
+    if cls is Conflict and field == "idempotency_key":
+        first = body.get("observation") if isinstance(body, dict) else None
+        return IdempotencyConflict(message, status=status, body=body,
+                                   observation_id=first if isinstance(first, int) else None)
     if cls is RateLimited:
         return RateLimited(message, status=status, body=body, retry_after=retry_after)
     return cls(message, status=status, body=body)

@@ -45,17 +45,20 @@ def to_json(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class Whoami:
-    """The token's namespace, scope (``read``, ``write`` or ``review``) and client name."""
+    """The token's namespace, scope (``read``, ``write`` or ``review``), client name, and the
+    trusted sources it may name (SPEC §8; empty from a server that predates them)."""
 
     namespace: str
     scope: str
     client: str
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    sources: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Whoami:
         return cls(namespace=str(body.get("namespace", "")), scope=str(body.get("scope", "")),
-                   client=str(body.get("client", "")), raw=body)
+                   client=str(body.get("client", "")), raw=body,
+                   sources=tuple(str(s) for s in body.get("sources") or ()))
 
 
 @dataclass(frozen=True)

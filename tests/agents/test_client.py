@@ -171,6 +171,43 @@ def test_errors_are_one_exception_each_and_name_the_field(api_url, agent):
     assert channel.value.field == "X-Pmem-Channel"
 
 
+def test_a_reused_key_replays_the_same_request_and_refuses_another(api_url, agent):
+    ns, token = agent()
+    fact = [{"key": "door_state", "value": "open"}]
+    with Client(api_url, token) as memory:
+        first = memory.remember(facts=fact, idempotency_key="door-1")
+        assert first.replayed is False and first.status == "committed"
+        again = memory.remember(facts=fact, idempotency_key="door-1")  # waits: wait=1, polls
+        assert (again.id, again.replayed, again.status) == (first.id, True, "committed")
+        queued = memory.remember(facts=fact, idempotency_key="door-1", wait=False)
+        assert (queued.id, queued.replayed) == (first.id, True)
+        with pytest.raises(pmem_client.IdempotencyConflict) as conflict:
+            memory.remember(facts=[{"key": "door_state", "value": "shut"}],
+                            idempotency_key="door-1")
+        assert conflict.value.observation_id == first.id and conflict.value.status == 409
+        assert memory.get_fact("door_state").value == "open"
+
+
+def test_a_bound_token_claims_its_source_and_no_other_trusted_one(api_url, agent):
+    from memory.services import token_create, trust_set
+
+    ns, _ = agent()
+    trust_set(namespace=ns, source="hr", level=9, actor="cli")
+    trust_set(namespace=ns, source="rumor", level=1, actor="cli")
+    bound = token_create(namespace=ns, client="hr-bot", scope="write", sources=["hr"]).key
+    loose = token_create(namespace=ns, client="gossip", scope="write").key
+    with Client(api_url, bound) as hr, Client(api_url, loose) as gossip:
+        assert hr.whoami().sources == ("hr",)
+        seen = hr.remember(facts=[{"key": "salary", "value": "120k"}])  # names no source
+        assert [o.source for o in seen.operations] == ["hr"]
+        for source in ("hr", "rumor"):
+            with pytest.raises(pmem_client.Forbidden) as refused:
+                gossip.remember(facts=[{"key": "salary", "value": "555k"}], source=source)
+            assert refused.value.status == 403 and source in refused.value.error
+        gossip.remember(facts=[{"key": "salary", "value": "555k"}], source="hallway")
+        assert hr.get_fact("salary").value == "120k"  # untrusted: a contest, not the head
+
+
 def test_async_client_does_the_same(api_url, agent, worker: CeleryWorker):
     ns, token = agent(client="async")
 

@@ -27,7 +27,27 @@ def test_conflict_carries_the_reason_and_bad_request_the_field():
     assert error_for(409, {"error": "invalid: revoke needs a head"}).reason == \
         "invalid: revoke needs a head"
     assert error_for(400, {"error": "text: give text", "field": "text"}).field == "text"
-    assert error_for(502, "<html>bad gateway</html>").error == "<html>bad gateway</html>"
+    assert error_for(502, "<html>bad gateway</html>").error == "HTTP 502"
+    assert error_for(502, "upstream timed out").error == "upstream timed out"
+
+
+def test_an_html_page_from_a_server_in_front_becomes_a_short_message():
+    """Gunicorn, a proxy: their error pages are markup, never what a tool should show."""
+    page = ("<html>\n  <head>\n    <title>Request Header Fields Too Large</title>\n  </head>"
+            "<body><h1><p>Request Header Fields Too Large</p></h1>Error parsing headers: "
+            "'limit request headers fields size'</body></html>")
+    error = error_for(431, page)
+    assert type(error) is pmem_client.RequestTooLong
+    assert error.error == "HTTP 431: Request Header Fields Too Large"
+    assert type(error_for(414, {"error": "request line too long"})) is pmem_client.RequestTooLong
+
+
+def test_a_reused_idempotency_key_is_its_own_conflict_naming_the_first_observation():
+    error = error_for(409, {"error": "idempotency_key was already used", "field":
+                            "idempotency_key", "observation": 12})
+    assert type(error) is pmem_client.IdempotencyConflict
+    assert isinstance(error, pmem_client.Conflict) and error.observation_id == 12
+    assert type(error_for(409, {"error": "revoke needs a head"})) is pmem_client.Conflict
 
 
 def test_retry_after_takes_seconds_or_an_http_date():

@@ -193,3 +193,36 @@ def test_an_unreachable_api_answers_503_not_500(tmp_path):
             "Accept": "application/json, text/event-stream", "Authorization": "Bearer any"})
     assert answer.status_code == 503 and answer.headers["retry-after"] == "1"
     assert "unreachable" in answer.json()["error"]
+
+
+def test_a_session_inherits_its_tokens_sources_and_refused_times_are_short_errors(
+        api_url, mcp_url, agent):
+    """SPEC §8 through MCP: a session claims its token's one bound source when it names none
+    and cannot claim another trusted one; the probe's as_of +16:00 (once a 500 through every
+    tool that reads the past) is an error naming as_of."""
+    from memory.services import token_create, trust_set
+
+    ns, _ = agent()
+    trust_set(namespace=ns, source="hr", level=9, actor="cli")
+    token = token_create(namespace=ns, client="hr-bot", scope="write", sources=["hr"]).key
+    loose = token_create(namespace=ns, client="gossip", scope="write").key
+
+    async def session() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        async with http_session(mcp_url, token) as mcp, http_session(mcp_url, loose) as other:
+            out["hr"] = structured(await mcp.call_tool("remember", {"facts": [
+                {"key": "salary", "value": "120k"}]}))
+            out["forged"] = error_text(await other.call_tool("remember", {
+                "facts": [{"key": "salary", "value": "555k"}], "source": "hr"}))
+            for tool, args in (("get_fact", {"key": "salary"}), ("recall", {"query": "salary"})):
+                out[tool] = error_text(await mcp.call_tool(tool, {
+                    **args, "as_of": "2026-12-01T10:00:00+16:00"}))
+        return out
+
+    out = anyio.run(session)
+    assert out["hr"]["status"] == "committed"
+    assert list(Evidence.objects.filter(namespace=ns).values_list("source", flat=True)) == ["hr"]
+    assert "may not name source 'hr'" in out["forged"] and len(out["forged"]) < 300
+    for tool in ("get_fact", "recall"):
+        assert out[tool].startswith("as_of:") and "±15:59" in out[tool], out[tool]
+    assert Evidence.objects.filter(namespace=ns).count() == 1  # the forged one: not stored
