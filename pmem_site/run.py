@@ -35,6 +35,19 @@ def mcp_command(port: int, api_url: str) -> list[str]:
     return [sys.executable, "-m", "pmem_mcp", "--port", str(port), "--api-url", api_url]
 
 
+def web_command(port: int) -> list[str]:
+    """gunicorn serving the site, its own refusals (a request line or headers past its
+    limits) answered in JSON like every other error (pmem_site.web_worker). Tests start it
+    with this same command line."""
+    from pmem_site.web_worker import LIMITS
+
+    return [sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application", "--bind",
+            f"127.0.0.1:{port}", "--workers", os.environ.get("PMEM_WEB_WORKERS", "2"),
+            "--threads", "4", "--worker-class", "pmem_site.web_worker.JsonErrorWorker",
+            "--timeout", "120", "--graceful-timeout", "5", "--access-logfile", "-",
+            *(part for option in LIMITS.items() for part in option)]
+
+
 def _model_summary() -> list[str]:
     """The model, its structured-output form and whether the embeddings endpoint answered
     (``pmem_model check --summary``). Never fails: a model that is down, slow or wrong makes
@@ -122,12 +135,7 @@ def main() -> int:
              # beat inside the worker: the periodic frontier-index flush
              "--beat", "--schedule", str(embedded.data_dir() / "celerybeat-schedule")],
             cwd=BASE_DIR))
-        children.append(subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application", "--bind",
-             f"127.0.0.1:{port}", "--workers", os.environ.get("PMEM_WEB_WORKERS", "2"),
-             "--threads", "4", "--worker-class", "gthread", "--timeout", "120",
-             "--graceful-timeout", "5", "--access-logfile", "-"],
-            cwd=BASE_DIR))
+        children.append(subprocess.Popen(web_command(port), cwd=BASE_DIR))
         children.append(subprocess.Popen(mcp_command(mcp_port, f"http://127.0.0.1:{port}"),
                                          cwd=BASE_DIR))
         print("\n" + "=" * 64, flush=True)
