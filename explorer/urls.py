@@ -47,7 +47,8 @@ explorer_patterns = [
 ]
 
 urlpatterns = [
-    # Django's auth views keep their global names (login, logout) for LOGIN_URL and templates.
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Django's auth views keep their global names (login, logout) for LOGIN_URL and templates;
+    # password reset answers 404 unless email is configured (explorer.account_views).
+    path("accounts/", include("explorer.account_views")),
     path("", include((explorer_patterns, "explorer"))),
 ]

@@ -290,6 +290,21 @@ AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked.html"
 AXES_VERBOSE = False
 
+# Password reset by email: off (its URLs answer 404) unless an email backend is configured —
+# PMEM_EMAIL_HOST (SMTP, with PMEM_EMAIL_PORT, _USER, _PASSWORD, _TLS) or PMEM_EMAIL_BACKEND
+# (a Django backend's dotted path). Otherwise Django would try SMTP on localhost:25 for every
+# anonymous request. When on, requests are throttled like logins: PMEM_LOGIN_FAILURES per
+# address and per email address in PMEM_LOGIN_COOLOFF_MINUTES (explorer.account_views).
+EMAIL_HOST = env_str("PMEM_EMAIL_HOST") or "localhost"
+EMAIL_PORT = env_int("PMEM_EMAIL_PORT", 587)
+EMAIL_HOST_USER = env_str("PMEM_EMAIL_USER")
+EMAIL_HOST_PASSWORD = env_str("PMEM_EMAIL_PASSWORD")
+EMAIL_USE_TLS = env_bool("PMEM_EMAIL_TLS", True)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env_str("PMEM_EMAIL_FROM") or "P-Mem <pmem@localhost>"
+EMAIL_BACKEND = env_str("PMEM_EMAIL_BACKEND") or "django.core.mail.backends.smtp.EmailBackend"
+PMEM_PASSWORD_RESET = bool(env_str("PMEM_EMAIL_HOST") or env_str("PMEM_EMAIL_BACKEND"))
+
 # Per-token API rate limit (memory.api.throttles), off unless set, e.g. "600/min".
 PMEM_API_RATE = env_str("PMEM_API_RATE") or None
 
