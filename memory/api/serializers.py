@@ -210,7 +210,12 @@ class EraseReportOut(serializers.Serializer):
     versions_erased = serializers.IntegerField()
     mentions = MentionOut(many=True)
     mentions_truncated = serializers.BooleanField()
-    values_unsearched = serializers.IntegerField()
+    values_unsearched = serializers.IntegerField(
+        help_text="erased values the mention search could not look up")
+    values_unsearched_by_reason = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="why: no_letter_or_digit (nothing a full-text index holds), out_of_time "
+                  "(the search's time was spent before it reached them)")
 
 
 class CellOpIn(serializers.Serializer):

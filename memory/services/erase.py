@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,11 +46,17 @@ from .observations import evidence_text
 
 log = logging.getLogger("pmem.erase")
 
-#: The most mentions an erase reports (per kind), and the most distinct values it searches.
+#: The most mentions an erase reports (per kind), and how many distinct values one statement
+#: of the mention search looks up (every value is searched, a batch at a time).
 MENTIONS_MAX = 50
-MENTION_VALUES_MAX = 200
-#: The mention search gives up (and says so) after this long.
+MENTION_BATCH = 200
+#: One batch gives up (and says so) after this long; the whole search after MENTIONS_BUDGET_MS,
+#: counting the values it did not reach (the cell stays locked while it runs).
 MENTIONS_TIMEOUT_MS = 2000
+MENTIONS_BUDGET_MS = 10_000
+#: Why a value was not looked up, as the report names it.
+NO_WORD = "no_letter_or_digit"  # nothing a full-text index holds (": ")
+OUT_OF_TIME = "out_of_time"  # its batch timed out, or the budget was spent before it
 #: Redacted observations re-embedded right after the commit; the rest by erase_followup.
 REEMBED_INLINE = 32
 REEMBED_BATCH = 256
@@ -80,8 +87,12 @@ class Mention:
 class Mentions:
     items: tuple[Mention, ...] = ()
     truncated: bool = False  # more than MENTIONS_MAX of some kind, or the search timed out
-    #: distinct values not looked up: beyond MENTION_VALUES_MAX, or without a word to look for
-    values_unsearched: int = 0
+    #: distinct values not looked up, by reason (NO_WORD, OUT_OF_TIME); absent reasons: none
+    unsearched: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def values_unsearched(self) -> int:
+        return sum(n for _, n in self.unsearched)
 
 
 @dataclass(frozen=True)
@@ -99,7 +110,8 @@ class Erased:
                 "versions_erased": self.audit.versions_erased,
                 "mentions": [m.as_dict() for m in self.mentions.items],
                 "mentions_truncated": self.mentions.truncated,
-                "values_unsearched": self.mentions.values_unsearched}
+                "values_unsearched": self.mentions.values_unsearched,
+                "values_unsearched_by_reason": dict(self.mentions.unsearched)}
 
 
 @dataclass(frozen=True)
@@ -350,20 +362,23 @@ needles AS (SELECT needle, phraseto_tsquery('simple'::regconfig, needle) && %(ns
 _EVIDENCE_FOLDED = "pmem_fold(e.text || E'\\n' || e.source)"
 #: One lookup per value (a value's own rare lexemes let GIN skip the common ones; an OR of all
 #: values would walk every posting list they share), each bounded by LIMIT; a candidate is a
-#: mention if its folded text holds the folded value.
+#: mention if its folded text holds the folded value. The namespace is in each tsquery (its
+#: lexeme), so its column is compared as ``namespace_id + 0``: an expression no b-tree serves,
+#: which keeps the planner on the GIN index even with stale statistics (after a bulk load it
+#: would otherwise walk the namespace's rows by (namespace, seq), folding each one's text).
 _MENTIONS_SQL = f"""
 WITH {_NEEDLES},
 cells AS (
   SELECT DISTINCT m.cell_id FROM needles n CROSS JOIN LATERAL (
     SELECT v.cell_id FROM memory_version v
-     WHERE pmem_tsv(v.namespace_id, v.value) @@ n.q AND v.namespace_id = %(ns)s
+     WHERE pmem_tsv(v.namespace_id, v.value) @@ n.q AND v.namespace_id + 0 = %(ns)s
        AND v.cell_id <> %(cell)s AND strpos(pmem_fold(v.value), n.needle) > 0
      LIMIT %(limit)s) m),
 ops AS (
   SELECT DISTINCT m.id, m.key FROM needles n CROSS JOIN LATERAL (
     SELECT o.id, o.key FROM memory_operation o
      WHERE pmem_tsv(o.namespace_id, o.reason) @@ n.q AND o.reason <> ''
-       AND o.namespace_id = %(ns)s AND o.cell_id IS DISTINCT FROM %(cell)s
+       AND o.namespace_id + 0 = %(ns)s AND o.cell_id IS DISTINCT FROM %(cell)s
        AND NOT (o.cell_id IS NULL AND o.key = ANY(%(names)s))
        AND strpos(pmem_fold(o.reason), n.needle) > 0
      LIMIT %(limit)s) m),
@@ -371,7 +386,7 @@ docs AS (
   SELECT DISTINCT m.id FROM needles n CROSS JOIN LATERAL (
     SELECT e.id FROM memory_evidence e
      WHERE pmem_evidence_tsv(e.namespace_id, e.text, e.source) @@ n.q
-       AND e.namespace_id = %(ns)s AND strpos({_EVIDENCE_FOLDED}, n.needle) > 0
+       AND e.namespace_id + 0 = %(ns)s AND strpos({_EVIDENCE_FOLDED}, n.needle) > 0
        AND e.id NOT IN ({_ATTACHED})
      LIMIT %(limit)s) m)
 (SELECT 'cell', c.id, c.key FROM cells JOIN memory_cell c ON c.id = cells.cell_id
@@ -385,13 +400,46 @@ UNION ALL SELECT 'unsearched', count(*), NULL FROM folded
 
 def _mentions(namespace_id: int, cell_id: int, names: list[str],
               values: Sequence[str]) -> Mentions:
-    """Where else in the namespace the values appear: at most MENTIONS_MAX per kind, for the
-    MENTION_VALUES_MAX newest distinct values. One statement; every lookup goes through a GIN
-    index (the value's lexemes as a phrase, and the namespace's lexeme), then checks that the
-    folded text holds the folded value."""
-    searched = list(values[:MENTION_VALUES_MAX])
+    """Where else in the namespace the values appear: at most MENTIONS_MAX per kind, looking
+    up every value, newest first, MENTION_BATCH values per statement. Every lookup goes
+    through a GIN index (the value's lexemes as a phrase, and the namespace's lexeme), then
+    checks that the folded text holds the folded value. Bounded: a batch stops after
+    MENTIONS_TIMEOUT_MS, the search after MENTIONS_BUDGET_MS; the values it did not reach are
+    counted, with the reason, never silently dropped."""
+    found: dict[str, dict[int, Mention]] = {"cell": {}, "operation": {}, "evidence": {}}
+    unsearched = {NO_WORD: 0, OUT_OF_TIME: 0}
+    timed_out = False
+    deadline = time.monotonic() + MENTIONS_BUDGET_MS / 1000
+    for start in range(0, len(values), MENTION_BATCH):
+        batch = list(values[start:start + MENTION_BATCH])
+        if time.monotonic() >= deadline:
+            unsearched[OUT_OF_TIME] += len(values) - start
+            timed_out = True
+            break
+        rows = _mention_batch(namespace_id, cell_id, names, batch)
+        if rows is None:
+            unsearched[OUT_OF_TIME] += len(batch)
+            timed_out = True
+            continue
+        for kind, pk, key in rows:
+            if kind == "unsearched":
+                unsearched[NO_WORD] += int(pk)
+            else:
+                found[kind].setdefault(pk, Mention(kind, pk, key))
+    ordered = {"cell": sorted(found["cell"].values(), key=lambda m: m.key or ""),
+               "operation": sorted(found["operation"].values(), key=lambda m: -m.id),
+               "evidence": sorted(found["evidence"].values(), key=lambda m: -m.id)}
+    truncated = timed_out or any(len(kind) > MENTIONS_MAX for kind in ordered.values())
+    items = tuple(m for kind in ordered.values() for m in kind[:MENTIONS_MAX])
+    return Mentions(items=items, truncated=truncated,
+                    unsearched=tuple((why, n) for why, n in unsearched.items() if n))
+
+
+def _mention_batch(namespace_id: int, cell_id: int, names: list[str],
+                   values: list[str]) -> list[tuple[str, int, str | None]] | None:
+    """One statement of the mention search; None when it ran out of time."""
     params: dict[str, Any] = {"ns": namespace_id, "cell": cell_id, "names": names,
-                              "values": searched, "limit": MENTIONS_MAX + 1,
+                              "values": values, "limit": MENTIONS_MAX + 1,
                               "nsq": f"'ns:{int(namespace_id)}'"}
     try:
         with transaction.atomic(), connection.cursor() as cur:  # a savepoint: see below
@@ -405,21 +453,10 @@ def _mentions(namespace_id: int, cell_id: int, names: list[str],
         # cell lock: the report says the list is incomplete, the erase itself stands.
         if getattr(exc.__cause__, "sqlstate", None) != "57014":  # query_canceled
             raise
-        log.warning("mention search of cell %s stopped after %d ms", cell_id,
+        log.warning("a mention search batch of cell %s stopped after %d ms", cell_id,
                     MENTIONS_TIMEOUT_MS)
-        return Mentions(truncated=True, values_unsearched=len(values))
-    by_kind: dict[str, list[Mention]] = {}
-    unsearched = 0
-    for kind, pk, key in rows:
-        if kind == "unsearched":
-            unsearched = int(pk)
-        else:
-            by_kind.setdefault(kind, []).append(Mention(kind, pk, key))
-    truncated = any(len(found) > MENTIONS_MAX for found in by_kind.values())
-    items = tuple(m for kind in ("cell", "operation", "evidence")
-                  for m in by_kind.get(kind, [])[:MENTIONS_MAX])
-    return Mentions(items=items, truncated=truncated,
-                    values_unsearched=unsearched + max(0, len(values) - len(searched)))
+        return None
+    return rows
 
 
 # --- after the commit --------------------------------------------------------------------------
