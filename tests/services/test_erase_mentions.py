@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from memory.models import Cell, Evidence
 from bench.history_seed import seed_key
+from memory.models import Cell, Evidence
 from memory.services import cell_erase, erase, observation_ingest, operation_apply
 
 pytestmark = pytest.mark.django_db
