@@ -51,9 +51,9 @@ log = logging.getLogger("pmem.erase")
 MENTIONS_MAX = 50
 MENTION_BATCH = 200
 #: One batch gives up (and says so) after this long; the whole search after MENTIONS_BUDGET_MS,
-#: counting the values it did not reach (the cell stays locked while it runs).
+#: counting the values it did not reach (it runs after the erase committed: no lock held).
 MENTIONS_TIMEOUT_MS = 2000
-MENTIONS_BUDGET_MS = 10_000
+MENTIONS_BUDGET_MS = 5_000
 #: Why a value was not looked up, as the report names it.
 NO_WORD = "no_letter_or_digit"  # nothing a full-text index holds (": ")
 OUT_OF_TIME = "out_of_time"  # its batch timed out, or the budget was spent before it
@@ -131,7 +131,8 @@ class ErasePreview:
 def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = False) -> Erased:
     """Erase ``key`` (or the cell an alias names) from ``namespace`` for good; raises
     :class:`CellNotFound`. Locks the cell row, then the attached evidence rows in id order.
-    With ``report`` the answer lists the remaining mentions of the erased values. The caller
+    With ``report`` the answer lists the remaining mentions of the erased values, searched
+    once the erase has committed. The caller
     schedules :func:`erase_followup` after the commit (``memory.tasks.enqueue_erase_followup``)."""
     with transaction.atomic():
         cell = _lock_cell(namespace, key)
@@ -142,7 +143,9 @@ def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = Fal
         audit = EraseAudit.objects.create(namespace=namespace, key=cell.key, actor=actor,
                                           versions_erased=n_versions,
                                           evidence_redacted=len(redacted))
-        mentions = _mentions(namespace.pk, cell.pk, names, values) if report else Mentions()
+    # After the commit: the search reads other rows only, and must not hold the cell's lock
+    # for as long as it takes to look up every value of a long history.
+    mentions = _mentions(namespace.pk, cell.pk, names, values) if report else Mentions()
     left = evidence_reembed(evidence_ids=stale[:REEMBED_INLINE])
     return Erased(audit=audit, redacted_evidence=len(redacted), mentions=mentions,
                   reembed_pending=max(0, len(stale) - REEMBED_INLINE) + left)
@@ -410,22 +413,30 @@ def _mentions(namespace_id: int, cell_id: int, names: list[str],
     unsearched = {NO_WORD: 0, OUT_OF_TIME: 0}
     timed_out = False
     deadline = time.monotonic() + MENTIONS_BUDGET_MS / 1000
-    for start in range(0, len(values), MENTION_BATCH):
-        batch = list(values[start:start + MENTION_BATCH])
-        if time.monotonic() >= deadline:
-            unsearched[OUT_OF_TIME] += len(values) - start
-            timed_out = True
-            break
-        rows = _mention_batch(namespace_id, cell_id, names, batch)
-        if rows is None:
-            unsearched[OUT_OF_TIME] += len(batch)
-            timed_out = True
-            continue
-        for kind, pk, key in rows:
-            if kind == "unsearched":
-                unsearched[NO_WORD] += int(pk)
-            else:
-                found[kind].setdefault(pk, Mention(kind, pk, key))
+    # A transaction of its own for the preview (the erase's otherwise, without a savepoint):
+    # the timeout it sets holds for the batches, then goes back to the default.
+    with transaction.atomic(savepoint=False):
+        with connection.cursor() as cur:  # each statement below stops after the timeout
+            cur.execute("SELECT set_config('statement_timeout', %s, true)",
+                        [f"{MENTIONS_TIMEOUT_MS}ms"])
+        for start in range(0, len(values), MENTION_BATCH):
+            batch = list(values[start:start + MENTION_BATCH])
+            if time.monotonic() >= deadline:
+                unsearched[OUT_OF_TIME] += len(values) - start
+                timed_out = True
+                break
+            rows = _mention_batch(namespace_id, cell_id, names, batch)
+            if rows is None:
+                unsearched[OUT_OF_TIME] += len(batch)
+                timed_out = True
+                continue
+            for kind, pk, key in rows:
+                if kind == "unsearched":
+                    unsearched[NO_WORD] += int(pk)
+                else:
+                    found[kind].setdefault(pk, Mention(kind, pk, key))
+        with connection.cursor() as cur:
+            cur.execute("SET LOCAL statement_timeout = DEFAULT")
     ordered = {"cell": sorted(found["cell"].values(), key=lambda m: m.key or ""),
                "operation": sorted(found["operation"].values(), key=lambda m: -m.id),
                "evidence": sorted(found["evidence"].values(), key=lambda m: -m.id)}
@@ -437,17 +448,15 @@ def _mentions(namespace_id: int, cell_id: int, names: list[str],
 
 def _mention_batch(namespace_id: int, cell_id: int, names: list[str],
                    values: list[str]) -> list[tuple[str, int, str | None]] | None:
-    """One statement of the mention search; None when it ran out of time."""
+    """One statement of the mention search (in a savepoint, under the statement timeout the
+    caller set); None when it ran out of time."""
     params: dict[str, Any] = {"ns": namespace_id, "cell": cell_id, "names": names,
                               "values": values, "limit": MENTIONS_MAX + 1,
                               "nsq": f"'ns:{int(namespace_id)}'"}
     try:
         with transaction.atomic(), connection.cursor() as cur:  # a savepoint: see below
-            cur.execute("SELECT set_config('statement_timeout', %s, true)",
-                        [f"{MENTIONS_TIMEOUT_MS}ms"])
             cur.execute(_MENTIONS_SQL, params)
             rows = cur.fetchall()
-            cur.execute("SET LOCAL statement_timeout = DEFAULT")
     except OperationalError as exc:
         # A pathological set of values (only words every row shares) must not hold the
         # cell lock: the report says the list is incomplete, the erase itself stands.

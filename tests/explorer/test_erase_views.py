@@ -73,3 +73,13 @@ def test_a_reviewer_erases_and_sees_what_was_redacted_and_what_remains(
     assert not Cell.objects.filter(namespace=secret_ns, key="passcode").exists()
     audit = EraseAudit.objects.get(namespace=secret_ns)
     assert audit.actor == f"user:{user.username}" and audit.key == "passcode"
+
+
+def test_the_preview_says_how_many_values_it_could_not_look_up_and_why(
+        make_namespace: Any, make_user: Any) -> None:
+    ns = make_namespace("erase-why")
+    operation_apply(namespace=ns, key="sep", op="accept", value="a-b", actor="user:x")
+    operation_apply(namespace=ns, key="sep", op="accept", value=": ", actor="user:x")
+    client = client_for(make_user(Membership.Role.REVIEWER, ns))
+    body = client.get(f"/ns/{ns.name}/cells/sep/erase/").content.decode()
+    assert "1 value could not be looked up: 1 without a letter or digit to look for." in body
