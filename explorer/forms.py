@@ -108,7 +108,7 @@ class TokenForm(forms.Form):
                                       help_text="Empty: never expires.")
     sources = forms.CharField(
         required=False, max_length=MAX_BOUND_SOURCES * (MAX_SOURCE_CHARS + 2),
-        label="Trusted sources it may name",
+        label="Sources it may claim",
         help_text="Comma-separated. A write token may name these and any source without a "
                   "trust level; one alone is what its writes claim when they name none.")
 

@@ -133,3 +133,8 @@ def test_pmem_trust_sets_and_clears_levels_audited(ns):
     assert list(AuditEntry.objects.filter(namespace=ns).order_by("id")
                 .values_list("action", "actor", "target")) == [
         ("trust_set", "cli", "source hr"), ("trust_clear", "cli", "source hr")]
+
+
+def test_pmem_mcp_binds_only_the_sessions_own_token(ns):
+    with pytest.raises(CommandError, match="--source binds the session's own token"):
+        call_command("pmem_mcp", "--token", "pmem_x", "--source", "hr")

@@ -40,6 +40,7 @@ def test_an_admin_makes_a_token_sees_it_once_and_revokes_it(browsing: Browsing, 
     form.get_by_label("Name").fill("planner")
     form.get_by_label("Scope").select_option("read")
     form.get_by_label("Expires in days").fill("30")
+    form.get_by_label("Sources it may claim").fill("hr, payroll")
     form.get_by_role("button", name="Create token").click()
     secret = b.page.locator("#new-token-secret").inner_text().strip()
     assert secret.startswith("pmem_")
@@ -52,6 +53,7 @@ def test_an_admin_makes_a_token_sees_it_once_and_revokes_it(browsing: Browsing, 
     row = b.page.locator("table.tokens tr", has_text="planner")
     expect(row).to_contain_text(secret[:12])
     expect(row.locator(".token-state")).to_have_text("active")
+    expect(row.locator(".token-sources")).to_have_text("hr, payroll")
     assert secret not in b.page.content()
     row.get_by_role("button", name="Revoke").click()  # the confirm dialog is accepted
     expect(b.page.locator("table.tokens tr", has_text="planner").locator(".token-state")
