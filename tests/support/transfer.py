@@ -8,6 +8,7 @@ operations, cells, tombstones by id; observations by seq), and the answers are t
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from typing import Any
@@ -29,24 +30,39 @@ LINKED = re.compile(r"/observations/(\d+)/")
 CURSOR = re.compile(r"^(\d+)-(\d+)$")
 
 
+def _rank(ids: Any) -> dict[int, int]:
+    return {i: n for n, i in enumerate(ids, start=1)}
+
+
 class Ranks:
     """id -> rank (1-based) of each kind of row of one namespace."""
 
-    def __init__(self, ns: Namespace) -> None:
-        def rank(ids: Any) -> dict[int, int]:
-            return {i: n for n, i in enumerate(ids, start=1)}
-
-        self.v = rank(Version.objects.filter(namespace=ns).order_by("id")
-                      .values_list("id", flat=True))
-        self.o = rank(Operation.objects.filter(namespace=ns).order_by("id")
-                      .values_list("id", flat=True))
-        self.e = rank(Evidence.objects.filter(namespace=ns).order_by("seq")
-                      .values_list("id", flat=True))
-        self.c = rank(Cell.objects.filter(namespace=ns).order_by("id")
-                      .values_list("id", flat=True))
-        self.t = rank(Tombstone.objects.filter(version__namespace=ns).order_by("id")
-                      .values_list("id", flat=True))
+    def __init__(self, ns: Namespace | None = None) -> None:
+        if ns is None:
+            return
+        self.v = _rank(Version.objects.filter(namespace=ns).order_by("id")
+                       .values_list("id", flat=True))
+        self.o = _rank(Operation.objects.filter(namespace=ns).order_by("id")
+                       .values_list("id", flat=True))
+        self.e = _rank(Evidence.objects.filter(namespace=ns).order_by("seq")
+                       .values_list("id", flat=True))
+        self.c = _rank(Cell.objects.filter(namespace=ns).order_by("id")
+                       .values_list("id", flat=True))
+        self.t = _rank(Tombstone.objects.filter(version__namespace=ns).order_by("id")
+                       .values_list("id", flat=True))
         self.name = ns.name
+
+    @classmethod
+    def of_file(cls, records: list[dict[str, Any]], name: str) -> Ranks:
+        """The ranks of the rows an export file holds (its own order: no database)."""
+        ranks = cls()
+        for attr, kind, order in (("v", "version", "id"), ("o", "operation", "id"),
+                                  ("e", "observation", "seq"), ("c", "cell", "id"),
+                                  ("t", "tombstone", "id")):
+            rows = sorted((r for r in records if r["type"] == kind), key=lambda r: r[order])
+            setattr(ranks, attr, _rank(r["id"] for r in rows))
+        ranks.name = name
+        return ranks
 
     def of(self, kind: str, value: int) -> str:
         table = getattr(self, kind)
@@ -161,3 +177,31 @@ def _read(api: APIClient, base: str, ranks: Ranks, mode: str, query: str,
         head, *rest = found["context"].split("\n")
         found["context"] = [head, sorted(rest)]
     return answer.status_code, found
+
+
+#: Record types whose ids other reads show; the others compare by their place in the file.
+RANKED = {"observation": "e", "cell": "c", "version": "v", "operation": "o", "tombstone": "t"}
+#: Record members that name another record, by the kind of record they name.
+REFS = {"head": "v", "cell": "c", "version": "v", "created_by": "o", "supersedes": "v",
+        "alternative_of": "v", "restores": "v", "evidence": "e", "operation": "o"}
+
+
+def file_normal_form(text: str) -> list[Any]:
+    """An export file with its ids replaced by their ranks in the file, without the moment
+    and the name of the export: two exports of the same memory compare equal."""
+    lines = [json.loads(line) for line in text.splitlines()]
+    ranks = Ranks.of_file(lines[1:], lines[0]["namespace"])
+    header = {k: v for k, v in lines[0].items() if k not in ("exported_at", "namespace")}
+    out: list[Any] = [header]
+    for record in lines[1:]:
+        record = dict(record)
+        if record["type"] == "namespace":
+            record.pop("name")
+        if "id" in record:
+            kind = RANKED.get(record["type"])
+            record["id"] = ranks.of(kind, record["id"]) if kind else None
+        for name, kind in REFS.items():
+            if isinstance(record.get(name), int):
+                record[name] = ranks.of(kind, record[name])
+        out.append(ranks.norm(record))
+    return out

@@ -46,6 +46,25 @@ step = st.one_of(
     st.tuples(st.just("alias"), keys),
     st.tuples(st.just("replay"), keys, values),
 )
+#: One history that surely holds each kind of step (the random ones may miss some): city
+#: accepted from a trusted source, contested by a less trusted one (outranked), resolved for
+#: the challenger, retracted, the first value restored, the restore undone; phone from a late
+#: report, replaced, a later-dated late report placed into the history, the head retracted
+#: (rollback reinstates); an alias; pet stored with an idempotency key, then erased; one
+#: observation left pending.
+EVERY_KIND: tuple[list[tuple[Any, ...]], str | None] = ([
+    ("trust", "crm", 2), ("observe", "city", "Rome 12", "crm", False, False),
+    ("observe", "city", "Paris", "gossip", False, True),
+    ("op", "city", "resolve", "Paris", 0), ("op", "city", "revoke", "x", 1),
+    ("op", "city", "restore", "x", 0), ("undo", 99),
+    ("observe", "phone", "ring 77", "", True, False),
+    ("observe", "phone", "ring 65", "", False, False),
+    ("observe", "phone", "ring 12", "", True, True),
+    ("op", "phone", "revoke", "x", 1),
+    ("alias", "city"), ("replay", "pet", "a cat"), ("op", "pet", "noop", "x", 3),
+    ("observe", "pet", "a dog", "", False, False), ("erase", "pet"),
+], "pending")
+
 histories = st.tuples(st.lists(step, min_size=1, max_size=7),
                       st.sampled_from([None, None, "pending", "failed"]))
 

@@ -19,42 +19,18 @@ from hypothesis import strategies as st
 from memory.models import Cell, Evidence, Operation, Tombstone, Version
 from memory.services import namespace_create
 from memory.services.transfer import namespace_export, namespace_import
-from tests.support.transfer import Ranks, reads
-from tests.transfer.histories import KEYS, histories, play
+from tests.support.transfer import file_normal_form, reads
+from tests.transfer.histories import EVERY_KIND, KEYS, histories, play
 
 pytestmark = pytest.mark.django_db
 
 _names = itertools.count(1)
-#: Record types whose ids other reads show; the others compare by their place in the file.
-RANKED = {"observation": "e", "cell": "c", "version": "v", "operation": "o", "tombstone": "t"}
-REFS = {"head": "v", "cell": "c", "version": "v", "created_by": "o", "supersedes": "v",
-        "alternative_of": "v", "restores": "v", "evidence": "e", "operation": "o"}
 
 
 def export_text(ns: Any) -> str:
     buffer = io.BytesIO()
     namespace_export(ns, buffer)
     return buffer.getvalue().decode()
-
-
-def normal_form(ns: Any, text: str) -> list[Any]:
-    """The file with its ids replaced by ranks, and the moment and name of the export."""
-    ranks = Ranks(ns)
-    lines = [json.loads(line) for line in text.splitlines()]
-    header = {k: v for k, v in lines[0].items() if k not in ("exported_at", "namespace")}
-    out: list[Any] = [header]
-    for record in lines[1:]:
-        record = dict(record)
-        if record["type"] == "namespace":
-            record.pop("name")
-        if "id" in record:
-            kind = RANKED.get(record["type"])
-            record["id"] = ranks.of(kind, record["id"]) if kind else None
-        for name, kind in REFS.items():
-            if isinstance(record.get(name), int):
-                record[name] = ranks.of(kind, record[name])
-        out.append(ranks.norm(record))
-    return out
 
 
 def assert_same(after: dict[str, Any], before: dict[str, Any]) -> None:
@@ -86,7 +62,7 @@ def round_trip(history: Any, fractions: list[int], *, full: bool = False) -> Any
     copy = namespace_import(path, name=f"{ns.name}-copy").namespace
     after = reads(copy, keys, instants, full=full)
     assert_same(after, before)
-    assert normal_form(copy, export_text(copy)) == normal_form(ns, text)
+    assert file_normal_form(export_text(copy)) == file_normal_form(text)
     assert Evidence.objects.filter(namespace=copy).count() == \
         Evidence.objects.filter(namespace=ns).count()
     return ns
@@ -124,17 +100,7 @@ def test_every_read_in_every_mode_and_page_of_an_imported_namespace_equals_the_o
 def test_a_history_with_every_kind_of_step_round_trips():
     """One fixed history that surely holds each kind of step (the random ones may miss some),
     with the rows checked to exist, so the property above cannot pass on empty tables."""
-    steps = [("trust", "crm", 2), ("observe", "city", "Rome 12", "crm", False, False),
-             ("observe", "city", "Paris", "gossip", False, True),  # outranked: a contest
-             ("op", "city", "resolve", "Paris", 0), ("op", "city", "revoke", "x", 1),
-             ("op", "city", "restore", "x", 0), ("undo", 99),
-             ("observe", "phone", "ring 77", "", True, False),
-             ("observe", "phone", "ring 65", "", False, False),
-             ("observe", "phone", "ring 12", "", True, True),  # late: into the history
-             ("op", "phone", "revoke", "x", 1),  # the head retracted: rollback reinstates
-             ("alias", "city"), ("replay", "pet", "a cat"), ("op", "pet", "noop", "x", 3),
-             ("observe", "pet", "a dog", "", False, False), ("erase", "pet")]
-    ns = round_trip((steps, "pending"), [250, 750], full=True)
+    ns = round_trip(EVERY_KIND, [250, 750], full=True)
     types = set(Operation.objects.filter(namespace=ns).values_list("type", flat=True))
     assert {"accept", "contest", "resolve", "revoke", "restore", "reinstate"} <= types
     assert Operation.objects.filter(namespace=ns, payload__has_key="undoes").exists()
