@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -104,36 +105,60 @@ def _header(raw: bytes) -> tuple[dict[str, Any], int]:
     return header, version
 
 
-def _valid(f: Field, value: Any) -> str | None:
-    """Why ``value`` is not a valid ``f``, or None."""
-    if value is None:
-        return None if f.null else "must not be null"
-    kind = f.kind
-    if kind == Kind.INT:
-        if not isinstance(value, int) or isinstance(value, bool) or abs(value) > BIGINT:
-            return "must be an integer"
-    elif kind == Kind.STR:
-        if not isinstance(value, str):
-            return "must be a string"
-        if "\x00" in value:
-            return "must not hold a NUL character"
-        if f.choices and value not in f.choices:
-            return f"must be one of {', '.join(f.choices)}"
-    elif kind == Kind.TIME:
-        if not isinstance(value, str):
-            return "must be an ISO 8601 time with a zone"
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            return "must be an ISO 8601 time with a zone"
-        if parsed.tzinfo is None:
-            return "must be an ISO 8601 time with a zone"
-    elif kind == Kind.BOOL:
-        if not isinstance(value, bool):
-            return "must be true or false"
-    elif kind == Kind.OBJECT and not isinstance(value, dict):
-        return "must be a JSON object"
+_TIME = "must be an ISO 8601 time with a zone"
+
+
+def _int(value: Any) -> str | None:
+    return None if type(value) is int and -BIGINT <= value <= BIGINT else "must be an integer"
+
+
+def _str(value: Any) -> str | None:
+    if type(value) is not str:
+        return "must be a string"
+    return "must not hold a NUL character" if "\x00" in value else None
+
+
+def _time(value: Any) -> str | None:
+    if type(value) is not str:
+        return _TIME
+    try:
+        return None if datetime.fromisoformat(value).tzinfo is not None else _TIME
+    except ValueError:
+        return _TIME
+
+
+def _bool(value: Any) -> str | None:
+    return None if type(value) is bool else "must be true or false"
+
+
+def _object(value: Any) -> str | None:
+    return None if type(value) is dict else "must be a JSON object"
+
+
+def _any(value: Any) -> str | None:
     return None
+
+
+_KINDS: dict[Kind, Callable[[Any], str | None]] = {
+    Kind.INT: _int, Kind.STR: _str, Kind.TIME: _time, Kind.BOOL: _bool, Kind.OBJECT: _object,
+    Kind.JSON: _any}
+
+
+def validator(f: Field) -> Callable[[Any], str | None]:
+    """Why a value is not a valid ``f``, or None."""
+    kind = _KINDS[f.kind]
+    choices = frozenset(f.choices)
+    allowed = ", ".join(f.choices)
+
+    def check(value: Any) -> str | None:
+        if value is None:
+            return None if f.null else "must not be null"
+        problem = kind(value)
+        if problem is None and choices and value not in choices:
+            return f"must be one of {allowed}"
+        return problem
+
+    return check
 
 
 class Checker:
@@ -150,6 +175,11 @@ class Checker:
         self.last_key: Any = None
         self.expected = {r.type: {"type", *(("id",) if r.has_id else ()),
                                   *(f.name for f in fields_for(r, version))} for r in RECORDS}
+        self.checks = {r.type: [(f.name, validator(f)) for f in fields_for(r, version)]
+                       for r in RECORDS}
+        self.refs = {r.type: [(f.name, f.ref, f"{r.type}.{f.name}")
+                              for f in fields_for(r, version) if f.ref is not None]
+                     for r in RECORDS}
 
     def feed(self, number: int, raw: bytes) -> None:
         try:
@@ -190,10 +220,10 @@ class Checker:
             extra, missing = sorted(names - expected), sorted(expected - names)
             what = (f"unknown field {extra[0]!r}" if extra else f"missing field {missing[0]!r}")
             raise ImportRefused(number, f"{record.type}: {what}")
-        for f in fields_for(record, self.version):
-            problem = _valid(f, obj[f.name])
+        for name, valid in self.checks[record.type]:
+            problem = valid(obj[name])
             if problem:
-                raise ImportRefused(number, f"{record.type}.{f.name} {problem}")
+                raise ImportRefused(number, f"{record.type}.{name} {problem}")
 
     def _order(self, number: int, record: Record, obj: dict[str, Any]) -> None:
         if record.has_id:
@@ -216,9 +246,9 @@ class Checker:
             raise ImportRefused(number, "version.supersedes must name an older version")
 
     def _refs(self, number: int, record: Record, obj: dict[str, Any]) -> None:
-        for f in record.fields:
-            if f.ref is not None and f.since <= self.version and obj[f.name] is not None:
-                self._ref(f.ref, obj[f.name], number, f"{record.type}.{f.name}")
+        for name, target, label in self.refs[record.type]:
+            if obj[name] is not None:
+                self._ref(target, obj[name], number, label)
         if record.type == "operation":
             for target, rid in payload_refs(obj["payload"]):
                 self._ref(target, rid, number, "operation.payload")
