@@ -213,3 +213,13 @@ def test_a_file_the_database_refuses_writes_nothing(exported, tmp_path):
         pytest.fail("no superseded version to edit")
     error = refused(tmp_path, lines)
     assert "the database refused" in error.message and "one_head_per_key" in error.message
+
+
+def test_an_observation_id_given_twice_is_refused_at_the_second(exported, tmp_path):
+    lines = list(exported)
+    first, second = line_of(lines, "observation", 0), line_of(lines, "observation", 1)
+    record = json.loads(lines[second])
+    record["id"] = json.loads(lines[first])["id"]
+    lines[second] = json.dumps(record)
+    error = refused(tmp_path, lines)
+    assert error.line == second + 1 and "appears twice" in error.message

@@ -27,6 +27,9 @@ from .schema import BY_TYPE, FORMAT, ORDER, RECORDS, VERSION, Field, Kind, Recor
 BIGINT = 2**63 - 1
 #: References checked at a time, once their target type is complete.
 REF_BATCH = 8192
+#: What may name a record: every reference field, and the ids inside payloads.
+LABELS = [*(f"{r.type}.{f.name}" for r in RECORDS for f in r.fields if f.ref),
+          "operation.payload"]
 
 
 @dataclass
@@ -36,21 +39,22 @@ class IdTable:
     values: array = field(default_factory=lambda: array("q"))
     complete: bool = False
     sorted: np.ndarray | None = None
-    position: np.ndarray | None = None  # file position of each sorted id
+    #: File position of each sorted id (None: the file's order is the sorted order).
+    position: np.ndarray | None = None
 
     def finish(self, record: Record, first_line: int) -> None:
         ids = np.frombuffer(self.values, dtype=np.int64) if len(self.values) else \
             np.zeros(0, dtype=np.int64)
         if record.ids_ascend:
-            self.sorted, self.position = ids, np.arange(len(ids))
+            self.sorted = ids  # the same memory as ``values``
         else:
             self.position = np.argsort(ids, kind="stable")
             self.sorted = ids[self.position]
             repeated = np.flatnonzero(self.sorted[1:] == self.sorted[:-1])
             if len(repeated):
                 at = int(self.position[repeated[0] + 1])
-                raise ImportRefused(first_line + at, f"{record.type} id {int(self.sorted[at])}"
-                                    " appears twice")
+                raise ImportRefused(first_line + at, f"{record.type} id"
+                                    f" {int(self.sorted[repeated[0] + 1])} appears twice")
         self.complete = True
 
     def holds(self, wanted: np.ndarray) -> np.ndarray:
@@ -67,7 +71,7 @@ class Pending:
 
     ids: array = field(default_factory=lambda: array("q"))
     at: array = field(default_factory=lambda: array("q"))
-    names: list[str] = field(default_factory=list)
+    names: array = field(default_factory=lambda: array("B"))  # index in LABELS
 
 
 @dataclass
@@ -257,7 +261,7 @@ class Checker:
         pending = self.pending[target]
         pending.ids.append(rid)
         pending.at.append(number)
-        pending.names.append(name)
+        pending.names.append(LABELS.index(name))
         if self.ids[target].complete and len(pending.ids) >= REF_BATCH:
             self._resolve(target)
 
@@ -271,7 +275,8 @@ class Checker:
             lines_at = np.frombuffer(pending.at, dtype=np.int64)[missing]
             first = int(missing[np.argmin(lines_at)])
             raise ImportRefused(int(pending.at[first]),
-                                f"{pending.names[first]} names {target} {int(wanted[first])},"
+                                f"{LABELS[pending.names[first]]} names {target}"
+                                f" {int(wanted[first])},"
                                 " which the file does not hold")
         self.pending[target] = Pending()
 

@@ -13,7 +13,6 @@ the namespace is complete and indexed (decision 71).
 from __future__ import annotations
 
 import json
-from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -33,6 +32,7 @@ from .payload import remap_extracted, remap_facts, remap_payload, remap_reason
 from .schema import BY_TYPE, RECORDS, Field, Kind, Record, fields_for
 
 BATCH = 2000
+ALLOCATE = 100_000  # ids taken from a sequence per statement
 _SQL_TYPES = {Kind.INT: "bigint", Kind.STR: "text", Kind.TIME: "timestamptz",
               Kind.JSON: "jsonb", Kind.OBJECT: "jsonb", Kind.BOOL: "bool"}
 _WITH_NAMESPACE = {"memory_sourcetrust", "memory_evidence", "memory_cell", "memory_keyalias",
@@ -44,11 +44,13 @@ class IdMap:
     (for observations, in seq order)."""
 
     def __init__(self, table: IdTable, new: np.ndarray) -> None:
-        assert table.sorted is not None and table.position is not None
+        assert table.sorted is not None
         self.sorted = table.sorted
-        self.new_sorted = new[table.position]  # the new id of each sorted old id
-        self._old = array("q", self.sorted.tobytes())
-        self._new = array("q", self.new_sorted.tobytes())
+        # The new id of each sorted old id (in file order already, unless observations).
+        self.new_sorted = new if table.position is None else new[table.position]
+        # Views, not copies: bisect reads Python ints from them (8 bytes an id, once).
+        self._old = memoryview(np.ascontiguousarray(self.sorted))
+        self._new = memoryview(np.ascontiguousarray(self.new_sorted))
 
     def one(self, old: int) -> int:
         at = bisect_left(self._old, old)
@@ -77,11 +79,13 @@ def allocate(checked: Checked) -> dict[str, IdMap]:
             if not record.has_id:
                 continue
             n = len(checked.ids[record.type].values)
-            new = np.zeros(0, dtype=np.int64)
-            if n:
+            new = np.empty(n, dtype=np.int64)
+            for start in range(0, n, ALLOCATE):  # a bounded result at a time
+                size = min(ALLOCATE, n - start)
                 cur.execute("SELECT nextval(pg_get_serial_sequence(%s, 'id'))"
-                            " FROM generate_series(1, %s)", [record.table, n])
-                new = np.sort(np.array([r[0] for r in cur.fetchall()], dtype=np.int64))
+                            " FROM generate_series(1, %s)", [record.table, size])
+                new[start:start + size] = [r[0] for r in cur.fetchall()]
+            new.sort()
             maps[record.type] = IdMap(checked.ids[record.type], new)
     return maps
 
