@@ -85,7 +85,9 @@ def _measured(args: list[str], env: dict[str, str] | None = None) -> dict[str, A
 
 
 def _manage(*args: str) -> dict[str, Any]:
-    return _measured([sys.executable, "manage.py", *args])
+    # The database this process uses (the tests' one under pytest), whatever the settings say.
+    return _measured([sys.executable, "manage.py", *args],
+                     {"PMEM_TEST_DB_NAME": str(connection.settings_dict["NAME"])})
 
 
 def _pg_binary(tool: str) -> str:

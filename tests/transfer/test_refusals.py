@@ -223,3 +223,14 @@ def test_an_observation_id_given_twice_is_refused_at_the_second(exported, tmp_pa
     lines[second] = json.dumps(record)
     error = refused(tmp_path, lines)
     assert error.line == second + 1 and "appears twice" in error.message
+
+
+@pytest.mark.parametrize(("field", "value"), [("source", "s" * 201),
+                                              ("facts", [{"key": "k", "value": "a\u0000b"}])])
+def test_a_value_the_database_cannot_hold_writes_nothing(exported, tmp_path, field, value):
+    lines = list(exported)
+    at = line_of(lines, "observation")
+    record = json.loads(lines[at])
+    record[field] = value
+    lines[at] = json.dumps(record)
+    assert "the database refused" in refused(tmp_path, lines).message

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DataError, IntegrityError, connection, transaction
 
 from memory.domain.scopes import Scope
 from memory.models import Namespace
@@ -102,9 +102,10 @@ def namespace_import(path: Path, *, name: str | None = None,
             namespace = Namespace.objects.get(pk=namespace_id)
             token = token_create(namespace=namespace, client="import", name="pmem_import",
                                  scope=Scope.REVIEW)
-    except IntegrityError as exc:
-        # What the check cannot see and the constraints can (two heads in one key, a key
-        # twice): a hand-edited file. Rolled back whole.
+    except (IntegrityError, DataError, UnicodeEncodeError) as exc:
+        # What the check cannot see and the database can (two heads in one key, a key twice,
+        # a source longer than its column, a NUL inside JSON): a hand-edited file. Rolled
+        # back whole.
         raise ImportRefused(0, f"the database refused the file, nothing written: {exc}"
                             ) from None
     assert token.key is not None

@@ -29,7 +29,7 @@ from memory.models import EMBED_DIM
 from ..binding import Float4Array, bound_cursor
 from .checking import Checked, IdTable
 from .payload import remap_extracted, remap_facts, remap_payload, remap_reason
-from .schema import BY_TYPE, RECORDS, Field, Kind, Record, fields_for
+from .schema import RECORDS, Field, Kind, Record, fields_for
 
 BATCH = 2000
 ALLOCATE = 100_000  # ids taken from a sequence per statement
@@ -49,8 +49,8 @@ class IdMap:
         # The new id of each sorted old id (in file order already, unless observations).
         self.new_sorted = new if table.position is None else new[table.position]
         # Views, not copies: bisect reads Python ints from them (8 bytes an id, once).
-        self._old = memoryview(np.ascontiguousarray(self.sorted))
-        self._new = memoryview(np.ascontiguousarray(self.new_sorted))
+        self._old = memoryview(np.ascontiguousarray(self.sorted).data)
+        self._new = memoryview(np.ascontiguousarray(self.new_sorted).data)
 
     def one(self, old: int) -> int:
         at = bisect_left(self._old, old)
@@ -123,7 +123,6 @@ class TableWriter:
         self.fields = [f for f in fields_for(record, version) if f.db_column is not None]
         self.defaults = [f for f in record.fields if f.since > version and f.db_column]
         self.rows: list[dict[str, Any]] = []
-        self.position = 0  # records of this type written so far
         self.columns = ([("id", "bigint")] if record.has_id else []) + (
             [("namespace_id", "bigint")] if record.table in _WITH_NAMESPACE else []) + [
             (f.db_column or "", _SQL_TYPES[f.kind]) for f in self.fields + self.defaults]
@@ -142,7 +141,6 @@ class TableWriter:
         extra_columns, extra_values = self._computed(rows)
         self._insert(arrays, extra_columns, extra_values)
         self._after(rows)
-        self.position += len(rows)
 
     def _arrays(self, rows: list[dict[str, Any]]) -> list[list[Any]]:
         out: list[list[Any]] = []
@@ -175,6 +173,7 @@ class TableWriter:
         return remap_reason(row["reason"], row["payload"], self._payload(row))
 
     def _payload(self, row: dict[str, Any]) -> dict[str, Any]:
+        # Remapped once per row, for the payload column and for the reason that quotes it.
         cached = row.get("\0payload")
         if cached is None:
             cached = row["\0payload"] = remap_payload(row["payload"], self._one)
@@ -278,5 +277,3 @@ def writers(checked: Checked, namespace_id: int, maps: dict[str, IdMap]
     return {r.type: TableWriter(r, checked.version, namespace_id, maps)
             for r in RECORDS if r.type != "namespace"}
 
-
-__all__ = ["BY_TYPE", "IdMap", "TableWriter", "allocate", "without_fk_triggers", "writers"]
