@@ -40,6 +40,26 @@ def data_dir() -> Path:
     return path.resolve()
 
 
+def process_role() -> str:
+    """``web`` (gunicorn), ``worker`` (celery), else ``other`` (manage.py, tests)."""
+    program = " ".join(sys.argv[:1]).lower()
+    return "web" if "gunicorn" in program else "worker" if "celery" in program else "other"
+
+
+def metrics_dir() -> Path | None:
+    """This process's ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multiprocess mode):
+    as configured, else ``PMEM_DATA_DIR/metrics/<role>``, created and put in the environment
+    before any metric is made. None when it cannot be created (metrics stay per process)."""
+    configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+    path = Path(configured) if configured else data_dir() / "metrics" / process_role()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    return path
+
+
 def _pg_dir() -> Path:
     return data_dir() / "pg"
 
