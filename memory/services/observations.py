@@ -28,7 +28,7 @@ import hashlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -311,9 +311,10 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
     get the lock returns at once, because the holder re-checks after releasing it (so an
     observation extracted meanwhile is never stranded). Returns how many it committed.
 
-    With a model, a head of the line that is not extracted yet is extracted here, unless a
-    live task holds its extraction claim (then that task drains after it): the drain never
-    waits on a message that may have been lost. When the model cannot be reached (for the
+    With a model, a head of the line that is not extracted yet is extracted here when no live
+    task holds it — its lease ran out (memory.services.sweep) and nobody holds its extraction
+    claim; otherwise that task drains after it. The drain never waits on a message that may
+    have been lost. When the model cannot be reached (for the
     head's extraction or its annotation) the drain stops and raises
     :class:`ModelUnavailable` naming the head; nothing is failed here — the task retries.
 
@@ -345,18 +346,31 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
 
 def _more_to_do(namespace_id: int) -> bool:
     """After releasing the lock: is there a head this drainer should come back for (ready,
-    or not being extracted by anyone)?"""
+    or held by no live task)?"""
     following = _next_unsettled(namespace_id)
     if not following:
         return False
     head = following[0]
-    return _ready(head, runs_locally()) or not _extraction_claimed(head.pk)
+    return _ready(head, runs_locally()) or _unheld(head)
+
+
+def lease_expired(evidence: Evidence) -> bool:
+    """Has the observation's lease run out (no queued task is expected to come back for it)?
+    An empty lease is ``PMEM_SWEEP_EVERY`` from its receipt (memory.services.sweep)."""
+    every = timedelta(seconds=max(1.0, float(settings.PMEM_SWEEP_EVERY)))
+    until = evidence.lease_until or (evidence.received_at + every)
+    return until < timezone.now()
+
+
+def _unheld(evidence: Evidence) -> bool:
+    """No live task holds it: its lease ran out and nobody holds its extraction claim."""
+    return lease_expired(evidence) and not _extraction_claimed(evidence.pk)
 
 
 def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Evidence]:
     """The next observations in seq order that are ready: up to ``PMEM_COMMIT_GROUP`` of
-    them without a model, else one — the head, extracted here first when nobody else is
-    extracting it (:func:`_extract_head`)."""
+    them without a model, else one — the head, extracted here first when no live task holds
+    it (:func:`_extract_head`)."""
     size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
     if room is not None:
         size = min(size, room)
@@ -365,6 +379,8 @@ def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Eviden
         if not candidates:
             return []
         if not _ready(candidates[0], local):
+            if not lease_expired(candidates[0]):
+                return []  # its task is queued, or waits to retry: it drains after
             head = _extract_head(candidates[0])
             if head is None:
                 return []
