@@ -21,8 +21,6 @@ import threading
 from dataclasses import dataclass, replace
 from typing import Any
 
-import openai
-
 from memory import metrics
 
 from .errors import UNSUPPORTED, ContentError, ModelError, TransportError, UnsupportedForm
@@ -31,7 +29,7 @@ from .errors import unparsable as _unparsable
 from .fit import DEFAULT_EMBED_DIM, fit_vector
 from .forms import FORMS, endpoint_forms, request_params
 from .salvage import parse_json_loose
-from .transport import endpoint_semaphore, message_text, usage, with_retries
+from .transport import endpoint_semaphore, message_text, sdk_client, usage, with_retries
 
 log = logging.getLogger("pmem.llm")
 
@@ -156,18 +154,11 @@ class ModelClient:
         self.embed_dim = embed_dim
         self.embed_request_dimensions = embed_request_dimensions
         self.counter = CallCounter()
-        self._chat = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "EMPTY", timeout=timeout, max_retries=0
-        )
+        self._chat = sdk_client(base_url, api_key or "EMPTY", timeout)
         self._embed = (
             self._chat
             if self.embed_base_url == base_url and not embed_api_key
-            else openai.OpenAI(
-                base_url=self.embed_base_url,
-                api_key=embed_api_key or api_key or "EMPTY",
-                timeout=timeout,
-                max_retries=0,
-            )
+            else sdk_client(self.embed_base_url, embed_api_key or api_key or "EMPTY", timeout)
         )
         self._chat_sem = endpoint_semaphore(base_url, concurrency)
         self._embed_sem = endpoint_semaphore(self.embed_base_url, concurrency)

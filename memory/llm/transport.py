@@ -10,6 +10,7 @@ threads cannot overload one vLLM server.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +43,24 @@ def endpoint_semaphore(base_url: str, concurrency: int) -> threading.BoundedSema
         if sem is None:
             sem = _SEMAPHORES[key] = threading.BoundedSemaphore(key[1])
         return sem
+
+
+_SDK_CLIENTS: dict[tuple[int, str, str, float], openai.OpenAI] = {}
+
+
+def sdk_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    """The SDK's client of an endpoint, made once per process (its SSL context and
+    connection pool take tens of milliseconds to build, and a drain asks for a client at
+    every step) and shared: it is thread-safe. Keyed by the process id too: a pool process
+    forked from the worker never shares the parent's connections. The SDK's own retries
+    are off (:func:`with_retries` is the policy)."""
+    key = (os.getpid(), base_url, api_key, timeout)
+    with _SEMAPHORES_LOCK:
+        client = _SDK_CLIENTS.get(key)
+        if client is None:
+            client = _SDK_CLIENTS[key] = openai.OpenAI(base_url=base_url, api_key=api_key,
+                                                       timeout=timeout, max_retries=0)
+        return client
 
 
 def with_retries(call: Callable[[], T], semaphore: threading.BoundedSemaphore, max_retries: int,

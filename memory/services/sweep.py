@@ -3,9 +3,9 @@
 
 A task is *live* for an observation when it is
 
-- running: it holds the observation's extraction claim or its namespace's drain lock
-  (session-level advisory locks, which PostgreSQL drops when the session dies — a killed
-  worker, a cut network link once the server notices, a database restart), or
+- running: it holds the observation's extraction claim (a session-level advisory lock,
+  which PostgreSQL drops when the session dies — a killed worker, a cut network link once
+  the server notices, a database restart), or
 - queued: the observation's lease has not run out. Recording an observation leases it for
   ``PMEM_SWEEP_EVERY`` seconds from its receipt (no write: ``received_at`` stands in for an
   empty ``lease_until``); a task that schedules a retry leases it for its countdown plus
@@ -30,12 +30,11 @@ from django.utils import timezone
 from memory.domain import UNSETTLED_STATES
 from memory.models import Evidence
 
-from .observations import _LOCK_CLASS
-
-#: Unsettled observations that no session's advisory lock holds: neither the extraction
-#: claim (one bigint key: classid = high 32 bits, objid = low 32 bits, objsubid 1) nor the
-#: namespace's drain lock (two int keys: classid, objid, objsubid 2), in seq order. With
-#: ``leased`` only those whose lease ran out.
+#: Unsettled observations whose extraction claim no session holds (an advisory lock on one
+#: bigint key: classid = high 32 bits, objid = low 32 bits, objsubid 1). With ``leased``
+#: only those whose lease ran out. A namespace being drained is no exception: the drain
+#: holds its head, not the observations behind it, which are extracted in parallel by the
+#: tasks queued for them (the drain extracts a head it reaches first itself).
 _UNHELD = """
     SELECT e.id FROM memory_evidence e
     WHERE e.state = ANY(%(states)s)
@@ -44,10 +43,8 @@ _UNHELD = """
         SELECT 1 FROM pg_locks l
         WHERE l.locktype = 'advisory' AND l.granted
           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-          AND ((l.objsubid = 1 AND l.classid::bigint = e.id >> 32
-                AND l.objid::bigint = e.id & 4294967295)
-            OR (l.objsubid = 2 AND l.classid::bigint = %(drain)s
-                AND l.objid::bigint = e.namespace_id)))
+          AND l.objsubid = 1 AND l.classid::bigint = e.id >> 32
+          AND l.objid::bigint = e.id & 4294967295)
     ORDER BY e.namespace_id, e.seq
     LIMIT %(limit)s
 """
@@ -66,7 +63,7 @@ def observations_unheld(*, leased: bool = True, limit: int = 10_000) -> list[int
                     f" + make_interval(secs => %(every)s)"
                     f" WHERE id IN ({_UNHELD}) RETURNING id",
                     {"states": [str(s) for s in UNSETTLED_STATES], "leased": leased,
-                     "every": sweep_every().total_seconds(), "drain": _LOCK_CLASS, "limit": limit})
+                     "every": sweep_every().total_seconds(), "limit": limit})
         ids = [int(row[0]) for row in cur.fetchall()]
     # RETURNING comes in no particular order: queue them namespace by namespace, in seq order.
     order = {i: (ns, seq) for i, ns, seq in
