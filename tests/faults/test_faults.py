@@ -177,5 +177,6 @@ def _disk_full(stack: Stack, writers: Writers) -> float:
 def test_database_disk_full_then_space_returns(stack: Stack) -> None:
     if stack.cluster.tmpfs is None:
         pytest.skip("mounting a small tmpfs for the database needs root")
-    figures = run(stack, "disk", _disk_full)
+    # Slower writers: the disk fills (a few hundred MB of tmpfs) while they still write.
+    figures = run(stack, "disk", _disk_full, total=200, pause=0.1)
     assert figures.served_503 > 0
