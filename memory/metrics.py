@@ -18,11 +18,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Histogram, values
 
-# Reading a setting configures Django, and the settings choose the multiprocess directory:
-# that must happen before the first metric below is made.
+# Reading a setting configures Django, and the settings choose the multiprocess directory
+# (PROMETHEUS_MULTIPROC_DIR). prometheus_client chose its value class when it was imported,
+# which may have been before: choose again, before the first metric below is made.
 _ = settings.PMEM_DATA_DIR
+values.ValueClass = values.get_value_class()
 
 #: Latency buckets (seconds) of model requests and commits: milliseconds to minutes.
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -61,6 +63,13 @@ HTTP_SECONDS = Histogram(
 HTTP_UNAVAILABLE = Counter(
     "pmem_http_unavailable", "503 answers because a dependency was unreachable, by cause.",
     ["cause"])
+
+
+# The series an operator's dashboards and alerts name exist (at zero) before the first event.
+for _reason in ("extraction", "model", "time_limit", "commit", "other"):
+    OBSERVATIONS_FAILED.labels(reason=_reason)
+for _kind in ("extract", "identity", "annotate", "answer", "prune"):
+    MODEL_REQUEST_SECONDS.labels(kind=_kind)
 
 
 @contextmanager

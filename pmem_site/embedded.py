@@ -60,6 +60,18 @@ def metrics_dir() -> Path | None:
     return path
 
 
+def prune_metrics() -> int:
+    """Remove the metrics files (``<kind>_<pid>.db``) of processes that no longer run, under
+    every role's folder of ``PMEM_DATA_DIR/metrics``; returns how many went."""
+    removed = 0
+    for path in (data_dir() / "metrics").glob("*/*.db"):
+        pid = path.stem.rsplit("_", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
 def _pg_dir() -> Path:
     return data_dir() / "pg"
 

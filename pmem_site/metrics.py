@@ -44,7 +44,7 @@ class _HostCollector:
     and of the folders beside it (one per role: web, worker, other)."""
 
     def collect(self) -> Iterable[Metric]:
-        own = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+        own = settings.PMEM_METRICS_DIR or os.environ.get("PROMETHEUS_MULTIPROC_DIR")
         if not own:
             return []
         files = glob.glob(os.path.join(Path(own).parent, "*", "*.db"))

@@ -19,15 +19,11 @@ _names = itertools.count(1)
 def pytest_configure(config: pytest.Config) -> None:
     # Importing the settings starts nothing: the test session starts (or joins) the embedded
     # PostgreSQL and Redis under PMEM_DATA_DIR before pytest-django creates its database.
-    import shutil
-
     from pmem_site import embedded
 
     embedded.start()
-    # prometheus-client's files of earlier sessions' processes (one set per pid) go; the
-    # folder of this process is made again at once.
-    shutil.rmtree(embedded.data_dir() / "metrics", ignore_errors=True)
-    embedded.metrics_dir()
+    # prometheus-client's files of earlier sessions' processes (one set per pid) go.
+    embedded.prune_metrics()
 
 
 @pytest.fixture(autouse=True)
