@@ -7,6 +7,7 @@ the embedded PostgreSQL and Redis when it was the one to use them (no DATABASE_U
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -86,6 +87,8 @@ def main() -> int:
     mcp_port = int(os.environ.get("PMEM_MCP_PORT", "8001"))
     print(f"P-Mem: data in {embedded.data_dir()}", flush=True)
     embedded.start()
+    # Everything that writes metrics starts here: the files of earlier runs' processes go.
+    shutil.rmtree(embedded.data_dir() / "metrics", ignore_errors=True)
     children: list[subprocess.Popen[bytes]] = []
     local_model: list[Any] = []
 
@@ -119,14 +122,16 @@ def main() -> int:
             [sys.executable, "-m", "celery", "-A", "pmem_site", "worker", "-Q",
              os.environ.get("PMEM_QUEUE", "pmem"), "--concurrency",
              os.environ.get("PMEM_WORKERS", "2"), "--loglevel", "INFO", "-n", "pmem@%h",
-             # beat inside the worker: the periodic frontier-index flush
+             # beat inside the worker: the sweep, the periodic frontier-index flush
              "--beat", "--schedule", str(embedded.data_dir() / "celerybeat-schedule")],
             cwd=BASE_DIR))
         children.append(subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application", "--bind",
              f"127.0.0.1:{port}", "--workers", os.environ.get("PMEM_WEB_WORKERS", "2"),
              "--threads", "4", "--worker-class", "gthread", "--timeout", "120",
-             "--graceful-timeout", "5", "--access-logfile", "-"],
+             "--graceful-timeout", "5", "--access-logfile", "-",
+             # this instance's own control socket (not ~/.gunicorn, shared by every instance)
+             "--control-socket", str(embedded.data_dir() / "gunicorn.ctl")],
             cwd=BASE_DIR))
         children.append(subprocess.Popen(mcp_command(mcp_port, f"http://127.0.0.1:{port}"),
                                          cwd=BASE_DIR))

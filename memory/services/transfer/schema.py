@@ -9,7 +9,7 @@ the value an older file gives it); nothing else changes.
 Ids in a file are the exporting instance's. The importer gives every record a new id from its
 own sequences, in the order of the old ones (so every "newest first" and every "oldest first"
 answers the same), and rewrites every reference — columns and the ids inside an operation's
-payload (decision 71).
+payload (decision 75).
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ RECORDS: tuple[Record, ...] = (
         _TIMES["created_at"],
     ], _BY_VERSION),
     # That an erase happened, by whom and when, and how much it removed — not which key
-    # (decision 71: an erased key never leaves the instance, not even its name).
+    # (decision 75: an erased key never leaves the instance, not even its name).
     _record("erasure", "memory_eraseaudit", [
         _f("actor", Kind.STR), _f("versions_erased", Kind.INT),
         _f("evidence_redacted", Kind.INT), _TIMES["created_at"],
@@ -209,11 +209,13 @@ def fields_for(record: Record, version: int) -> tuple[Field, ...]:
 
 
 #: Columns of an exported table that the file does not carry: the importer sets them (the new
-#: namespace, an id the file does not need) or computes them (vectors, index flags).
+#: namespace, an id the file does not need), computes them (vectors, index flags) or leaves
+#: them empty (a task's lease on the old instance: here no task holds an imported observation,
+#: so the sweep queues the unsettled ones).
 COMPUTED: dict[str, tuple[str, ...]] = {
     "memory_namespace": ("id",),
     "memory_sourcetrust": ("id", "namespace_id"),
-    "memory_evidence": ("namespace_id", "embedding"),
+    "memory_evidence": ("namespace_id", "embedding", "lease_until"),
     "memory_cell": ("namespace_id", "embedding", "key_embedding", "vector_stale"),
     "memory_keyalias": ("namespace_id",),
     "memory_version": ("namespace_id",),

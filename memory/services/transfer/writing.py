@@ -7,7 +7,7 @@ all, the first pass having checked every reference). Rows go in a batch at a tim
 ``INSERT ... SELECT FROM unnest(...)`` per batch, each column one binary array (decision 19).
 Vectors are computed here from the texts the exporter had embedded, with this instance's
 embedder, and the cells go straight into the frontier index: when the transaction commits,
-the namespace is complete and indexed (decision 71).
+the namespace is complete and indexed (decision 75).
 """
 
 from __future__ import annotations
