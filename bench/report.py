@@ -75,6 +75,10 @@ def write(out: Path, scenario: str, config: dict[str, Any], results: list[dict[s
         from . import history
 
         return history.write(out, config, results)
+    if scenario == "transfer":  # its own table and plot (bench/transfer.py)
+        from . import transfer
+
+        return transfer.write(out, config, results)
     if scenario == "erase":  # its own table and plots (bench/erase.py)
         from . import erase
 

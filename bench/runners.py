@@ -340,6 +340,12 @@ def run_history(config: RunConfig) -> Results:
     return history.run(config)
 
 
+def run_transfer(config: RunConfig) -> Results:
+    from . import transfer
+
+    return transfer.run(config)
+
+
 SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     alfworld.NAME: run_alfworld,
     retraction.NAME: run_retraction,
@@ -351,4 +357,5 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "cost": run_cost,
     "erase": run_erase,
     "history": run_history,
+    "transfer": run_transfer,
 }

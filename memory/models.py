@@ -136,6 +136,9 @@ class Evidence(models.Model):
     # Extraction result, written once (compare-and-swap) so a redelivered task reuses it.
     extracted = models.JSONField(null=True, blank=True)
     committed_at = models.DateTimeField(null=True, blank=True)
+    # Until when a queued task is expected to come back for it (memory.services.sweep); empty:
+    # PMEM_SWEEP_EVERY after received_at.
+    lease_until = models.DateTimeField(null=True, blank=True)
     chat_calls = models.IntegerField(default=0)
     embed_calls = models.IntegerField(default=0)
     prompt_tokens = models.IntegerField(default=0)

@@ -4,6 +4,13 @@ Every task runs under Celery's soft and hard time limits (``PMEM_TASK_SOFT_TIME_
 ``PMEM_TASK_TIME_LIMIT``; docs/decisions.md, "Time limits"). An observation whose processing
 runs past them is marked failed with the reason and its namespace moves on: a single input
 never holds a worker process, nor the namespace queued behind it, for longer than that.
+
+Outages never end a task's work (docs/decisions.md, "Outages"): a model that cannot be
+reached is retried with backoff ``PMEM_TASK_MAX_RETRIES`` times before the observation fails;
+a database or broker that cannot be reached is retried for as long as it lasts. A retry
+leases the observation for its countdown, so the sweep (``sweep_unsettled``, beat every
+``PMEM_SWEEP_EVERY`` seconds) leaves it alone — and queues it again when the retry's message
+was lost with the broker.
 """
 
 from __future__ import annotations
@@ -14,15 +21,17 @@ from typing import Any
 
 from billiard.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery import Task, shared_task
+from celery.exceptions import Retry
 from celery.signals import worker_init, worker_ready
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from kombu.exceptions import OperationalError as BrokerError
 
-from memory.domain import UNSETTLED_STATES
+from memory import metrics
 from memory.llm.extraction import runs_locally
 from memory.models import Evidence
 from memory.services import (
-    ExtractionFailed,
+    ModelUnavailable,
     erase_followup,
     namespace_drain,
     observation_extract,
@@ -30,6 +39,7 @@ from memory.services import (
 )
 from memory.services.frontier import frontier_flush_all
 from memory.services.limits import namespace_head_fail, observation_fail_if_unextracted
+from memory.services.sweep import observation_lease, observation_lease_end, observations_unheld
 
 log = logging.getLogger("pmem.tasks")
 
@@ -93,7 +103,7 @@ def _after_hard_limit(task_name: str, ident: int) -> None:
     else:  # drain_namespace
         namespace_id = ident
         namespace_head_fail(namespace_id=namespace_id, error=reason)
-    drain_namespace.delay(namespace_id)
+    _hand_on(namespace_id)
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
@@ -101,41 +111,104 @@ def _after_hard_limit(task_name: str, ident: int) -> None:
 def process_observation(self: Task, evidence_id: int) -> str:
     """Extract one observation (once), then commit whatever is next in its namespace.
 
-    While its model is unreachable the task retries with backoff (the namespace waits: later
-    observations must not commit first); after ``PMEM_TASK_MAX_RETRIES`` the observation is
-    marked failed and the namespace moves on. Past the soft time limit it is marked failed
-    at once, and a fresh task drains the namespace."""
+    While the model is unreachable (for this observation's extraction, or for the head of the
+    line the drain prepares) the task retries with backoff; the namespace waits: later
+    observations must not commit first. After ``PMEM_TASK_MAX_RETRIES`` that observation is
+    marked failed and the namespace moves on. A database or broker outage is retried for as
+    long as it lasts. Past the soft time limit the observation is marked failed at once, and
+    a fresh task drains the namespace."""
     started = time.monotonic()
     try:
         namespace_id = Evidence.objects.values_list("namespace_id", flat=True).get(pk=evidence_id)
+        try:
+            observation_extract(evidence_id=evidence_id)
+        except Exception as exc:
+            if not _past_soft_limit(exc, started):
+                raise
+            connection.close()  # it may have been cut off in the middle of a query
+            observation_fail(evidence_id=evidence_id, reason="time_limit", error=(
+                f"time limit: extracting it took over {_soft_limit():g} s "
+                "(PMEM_TASK_SOFT_TIME_LIMIT)"))
+            _hand_on(namespace_id)
+            return "time limit"
+        return _drain(namespace_id, started)
     except Evidence.DoesNotExist:
         return "missing"
-    try:
-        observation_extract(evidence_id=evidence_id)
-    except ExtractionFailed as exc:
-        max_retries, base, cap = _retry_policy()
-        if self.request.retries >= max_retries:
-            observation_fail(evidence_id=evidence_id, error=f"extraction failed: {exc}")
-        else:
-            raise self.retry(countdown=min(cap, base * 2 ** self.request.retries),
-                             exc=exc) from exc
     except Exception as exc:
-        if not _past_soft_limit(exc, started):
+        done = _retry_or_fail(self, exc, evidence_id)
+        if done is None:
             raise
-        connection.close()  # it may have been cut off in the middle of a query
-        observation_fail(evidence_id=evidence_id, error=(
-            f"time limit: extracting it took over {_soft_limit():g} s "
-            "(PMEM_TASK_SOFT_TIME_LIMIT)"))
-        drain_namespace.delay(namespace_id)
-        return "time limit"
-    return _drain(namespace_id, started)
+        return done
 
 
-@shared_task(acks_late=True, reject_on_worker_lost=True, base=TimeLimitedTask)
-def drain_namespace(namespace_id: int) -> str:
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+             base=TimeLimitedTask)
+def drain_namespace(self: Task, namespace_id: int) -> str:
     """Commit what is next in the namespace (a drain's continuation, or the namespace's turn
-    after an observation failed on a time limit)."""
-    return _drain(namespace_id, time.monotonic())
+    after an observation failed on a time limit). Outages are retried as in
+    :func:`process_observation`."""
+    try:
+        return _drain(namespace_id, time.monotonic())
+    except Exception as exc:
+        done = _retry_or_fail(self, exc, None)
+        if done is None:
+            raise
+        return done
+
+
+def _outage(exc: BaseException) -> str | None:
+    """``model``, ``database`` or ``broker`` when ``exc`` says that dependency cannot be
+    reached now (trying again later may help), else None."""
+    if isinstance(exc, ModelUnavailable):
+        return "model"
+    if isinstance(exc, OperationalError | InterfaceError):
+        return "database"
+    if isinstance(exc, BrokerError | ConnectionError):
+        return "broker"
+    return None
+
+
+def _retry_or_fail(task: Task, exc: Exception, evidence_id: int | None) -> str | None:
+    """Schedule the task again after an outage (raises :class:`celery.exceptions.Retry`),
+    or fail the observation a model outage is about once the retries ran out (returns what
+    the task returns). Returns None (the caller re-raises ``exc``) when it is no outage."""
+    if isinstance(exc, Retry):
+        return None
+    cause = _outage(exc)
+    if cause is None:
+        return None
+    max_retries, base, cap = _retry_policy()
+    countdown = min(cap, base * 2 ** min(task.request.retries, 16))
+    blamed = getattr(exc, "evidence_id", None) or evidence_id
+    if cause == "model" and task.request.retries >= max_retries:
+        if blamed is not None:
+            observation_fail(evidence_id=blamed, error=str(exc), reason="model")
+        if blamed is not None:
+            namespace = (Evidence.objects.filter(pk=blamed)
+                         .values_list("namespace_id", flat=True).first())
+            if namespace is not None:
+                _hand_on(namespace)
+        return "failed"
+    if cause == "database":
+        connection.close()  # the next try reconnects
+    log.warning("%s: %s unavailable (%s); retrying in %.1f s", task.name, cause, exc, countdown)
+    metrics.TASK_RETRIES.labels(cause=cause).inc()
+    for ident in {blamed, evidence_id} - {None}:
+        try:
+            observation_lease(evidence_id=int(ident or 0), seconds=countdown)
+        except DatabaseError:
+            connection.close()  # no lease: the sweep may queue it once more, harmless
+    raise task.retry(countdown=countdown, exc=exc, max_retries=None)
+
+
+def _hand_on(namespace_id: int) -> None:
+    """Queue a fresh drain of the namespace; a broker that is down loses nothing (the sweep
+    finds the namespace's observations once their leases run out)."""
+    try:
+        drain_namespace.delay(namespace_id)
+    except Exception:
+        log.warning("could not queue the drain of namespace %s; the sweep will", namespace_id,
+                    exc_info=True)
 
 
 def _past_soft_limit(exc: BaseException, started: float) -> bool:
@@ -159,7 +232,7 @@ def _drain(namespace_id: int, started: float) -> str:
     try:
         while namespace_drain(namespace_id=namespace_id, limit=chunk) >= chunk:
             if deadline is not None and time.monotonic() >= deadline:
-                drain_namespace.delay(namespace_id)
+                _hand_on(namespace_id)
                 return "continued"
     except Exception as exc:
         if not _past_soft_limit(exc, started):
@@ -167,7 +240,7 @@ def _drain(namespace_id: int, started: float) -> str:
         connection.close()
         namespace_head_fail(namespace_id=namespace_id, error=(
             f"time limit: committing it took over {soft:g} s (PMEM_TASK_SOFT_TIME_LIMIT)"))
-        drain_namespace.delay(namespace_id)
+        _hand_on(namespace_id)
         return "time limit"
     return "ok"
 
@@ -180,13 +253,25 @@ def flush_frontiers() -> int:
 
 
 @shared_task(acks_late=True, base=TimeLimitedTask)
-def sweep_unsettled() -> int:
-    """Re-enqueue every unsettled observation (after a crash or a lost message). Harmless when
-    they are already queued: extraction and commitment are both idempotent."""
-    ids = list(Evidence.objects.filter(state__in=UNSETTLED_STATES).order_by("seq")
-               .values_list("id", flat=True))
-    for evidence_id in ids:
-        process_observation.delay(evidence_id)
+def sweep_unsettled(every_lease: bool = True) -> int:
+    """Queue again every unsettled observation that no live task holds (memory.services.
+    sweep): beat runs it every ``PMEM_SWEEP_EVERY`` seconds; a starting worker runs it with
+    ``every_lease=False`` (after a crash every lease may be stale), taking every observation
+    no running task holds. Harmless when they are queued already: extraction and commitment
+    are both idempotent. Returns how many it queued."""
+    ids = observations_unheld(leased=every_lease)
+    for sent, evidence_id in enumerate(ids):
+        try:
+            process_observation.delay(evidence_id)
+        except Exception:
+            log.warning("the sweep could not queue evidence %s; the next sweep will",
+                        evidence_id, exc_info=True)
+            for rest in ids[sent:]:
+                observation_lease_end(evidence_id=rest)
+            return sent
+    if ids:
+        log.info("the sweep queued %d unsettled observation(s) no live task held", len(ids))
+        metrics.OBSERVATIONS_REQUEUED.inc(len(ids))
     return len(ids)
 
 
@@ -212,13 +297,33 @@ def enqueue_erase_followup() -> None:
 
 
 def enqueue_observation(evidence_id: int) -> None:
-    """Queue processing once the surrounding transaction (if any) has committed."""
-    transaction.on_commit(lambda: process_observation.delay(evidence_id))
+    """Queue processing once the surrounding transaction (if any) has committed. A broker
+    that is down loses nothing: the observation is stored, and the next sweep queues it."""
+    transaction.on_commit(lambda: queue_observation(evidence_id))
+
+
+def queue_observation(evidence_id: int) -> bool:
+    """Queue processing of a stored observation now; False when the broker refused (the
+    observation's lease is ended, so the next sweep queues it)."""
+    try:
+        process_observation.delay(evidence_id)
+        return True
+    except Exception:
+        log.warning("could not enqueue evidence %s; the sweep will queue it", evidence_id,
+                    exc_info=True)
+    try:
+        observation_lease_end(evidence_id=evidence_id)
+    except DatabaseError:
+        log.warning("could not end the lease of evidence %s either", evidence_id)
+    return False
 
 
 @worker_ready.connect
 def _sweep_on_start(**_: object) -> None:
-    sweep_unsettled.delay()
+    try:
+        sweep_unsettled.delay(every_lease=False)
+    except Exception:
+        log.warning("could not queue the start-up sweep; beat's sweep will run", exc_info=True)
 
 
 @worker_init.connect

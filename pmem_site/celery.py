@@ -4,7 +4,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import beat_init, worker_init
+from celery.signals import beat_init, worker_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
 
@@ -23,3 +23,16 @@ def _start_embedded_services(**_: Any) -> None:
     from . import embedded
 
     embedded.start()
+
+
+@worker_ready.connect
+def _serve_metrics(**_: Any) -> None:
+    """``PMEM_METRICS_PORT``: a worker host of its own serves its processes' metrics there
+    (``GET /metrics``; the web's /metrics shows them when both share a data directory)."""
+    from django.conf import settings
+
+    port = int(getattr(settings, "PMEM_METRICS_PORT", 0) or 0)
+    if port:
+        from .metrics import serve_worker_metrics
+
+        serve_worker_metrics(port, settings.PMEM_METRICS_BIND)

@@ -40,6 +40,38 @@ def data_dir() -> Path:
     return path.resolve()
 
 
+def process_role() -> str:
+    """``web`` (gunicorn), ``worker`` (celery), else ``other`` (manage.py, tests)."""
+    program = " ".join(sys.argv[:1]).lower()
+    return "web" if "gunicorn" in program else "worker" if "celery" in program else "other"
+
+
+def metrics_dir() -> Path | None:
+    """This process's ``PROMETHEUS_MULTIPROC_DIR`` (prometheus_client's multiprocess mode):
+    as configured, else ``PMEM_DATA_DIR/metrics/<role>``, created and put in the environment
+    before any metric is made. None when it cannot be created (metrics stay per process)."""
+    configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "").strip()
+    path = Path(configured) if configured else data_dir() / "metrics" / process_role()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path)
+    return path
+
+
+def prune_metrics() -> int:
+    """Remove the metrics files (``<kind>_<pid>.db``) of processes that no longer run, under
+    every role's folder of ``PMEM_DATA_DIR/metrics``; returns how many went."""
+    removed = 0
+    for path in (data_dir() / "metrics").glob("*/*.db"):
+        pid = path.stem.rsplit("_", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
 def _pg_dir() -> Path:
     return data_dir() / "pg"
 

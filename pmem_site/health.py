@@ -1,6 +1,7 @@
-"""``GET /healthz``: does the database answer, does the broker answer, which model is
-configured and in which structured-output form it is asked (a model that is down does not
-make the stack unhealthy: observations wait or fail visibly)."""
+"""``GET /healthz`` (readiness): does the database answer, does the broker answer, which model
+is configured and in which structured-output form it is asked (a model that is down does not
+make the stack unhealthy: observations wait or fail visibly). 503 with what failed while the
+database or the broker does not answer. ``GET /livez`` (liveness): 200 while the process runs."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def _database_ok() -> str | None:
             row = cur.fetchone()
         return None if row else "the vector extension is missing"
     except Exception as exc:  # report, never raise: this is what health checks are for
+        connection.close()  # a broken connection is not kept for the next request
         return f"{type(exc).__name__}: {exc}"
 
 
@@ -41,6 +43,14 @@ def _model() -> dict[str, Any] | str:
 
     timeout = min(3.0, float(settings.PMEM_LLM_TIMEOUT))
     return model_status(client_from_settings(timeout=timeout, max_retries=0)) or "none"
+
+
+@require_GET
+def livez(request: HttpRequest) -> JsonResponse:
+    """Liveness: 200 while the process runs and answers, whatever its dependencies do (a
+    supervisor restarts a process that stops answering this, not one whose database is
+    down: restarting it would not help)."""
+    return JsonResponse({"status": "alive"})
 
 
 @require_GET

@@ -7,6 +7,7 @@ the embedded PostgreSQL and Redis when it was the one to use them (no DATABASE_U
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -35,16 +36,19 @@ def mcp_command(port: int, api_url: str) -> list[str]:
     return [sys.executable, "-m", "pmem_mcp", "--port", str(port), "--api-url", api_url]
 
 
-def web_command(port: int) -> list[str]:
+def web_command(port: int, control_socket: Path | None = None) -> list[str]:
     """gunicorn serving the site, its own refusals (a request line or headers past its
-    limits) answered in JSON like every other error (pmem_site.web_worker). Tests start it
-    with this same command line."""
+    limits) answered in JSON like every other error (pmem_site.web_worker), with this
+    instance's own control socket (not ~/.gunicorn, shared by every instance; default: in
+    the data directory). Tests start it with this same command line."""
     from pmem_site.web_worker import LIMITS
 
+    control = control_socket or embedded.data_dir() / "gunicorn.ctl"
     return [sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application", "--bind",
             f"127.0.0.1:{port}", "--workers", os.environ.get("PMEM_WEB_WORKERS", "2"),
             "--threads", "4", "--worker-class", "pmem_site.web_worker.JsonErrorWorker",
             "--timeout", "120", "--graceful-timeout", "5", "--access-logfile", "-",
+            "--control-socket", str(control),
             *(part for option in LIMITS.items() for part in option)]
 
 
@@ -99,6 +103,8 @@ def main() -> int:
     mcp_port = int(os.environ.get("PMEM_MCP_PORT", "8001"))
     print(f"P-Mem: data in {embedded.data_dir()}", flush=True)
     embedded.start()
+    # Everything that writes metrics starts here: the files of earlier runs' processes go.
+    shutil.rmtree(embedded.data_dir() / "metrics", ignore_errors=True)
     children: list[subprocess.Popen[bytes]] = []
     local_model: list[Any] = []
 
@@ -132,7 +138,7 @@ def main() -> int:
             [sys.executable, "-m", "celery", "-A", "pmem_site", "worker", "-Q",
              os.environ.get("PMEM_QUEUE", "pmem"), "--concurrency",
              os.environ.get("PMEM_WORKERS", "2"), "--loglevel", "INFO", "-n", "pmem@%h",
-             # beat inside the worker: the periodic frontier-index flush
+             # beat inside the worker: the sweep, the periodic frontier-index flush
              "--beat", "--schedule", str(embedded.data_dir() / "celerybeat-schedule")],
             cwd=BASE_DIR))
         children.append(subprocess.Popen(web_command(port), cwd=BASE_DIR))

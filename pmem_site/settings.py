@@ -79,6 +79,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "pmem_site.metrics.RequestMetricsMiddleware",  # outermost: sees every answer, 503s too
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -128,13 +129,30 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = env_str("PMEM_QUEUE", "pmem")
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("PMEM_VISIBILITY_TIMEOUT", 300)}
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env_int("PMEM_VISIBILITY_TIMEOUT", 300),
+    # A broker that does not answer (a cut link, a host down) fails a publish in seconds
+    # instead of hanging the request or the task that sends: the sweep queues it later.
+    "socket_connect_timeout": env_float("PMEM_BROKER_TIMEOUT", 5.0),
+    "socket_timeout": env_float("PMEM_BROKER_TIMEOUT", 5.0),
+    "socket_keepalive": True,
+    "retry_on_timeout": True,
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None  # a worker waits for its broker, however long
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0,
+                                    "interval_step": 0.2, "interval_max": 0.5}
 CELERY_TASK_ALWAYS_EAGER = False
-# An observation whose extraction cannot reach the model is retried this many times, waiting
-# min(cap, base * 2**n) seconds, before it is marked failed (it can be retried by hand).
-PMEM_TASK_MAX_RETRIES = env_int("PMEM_TASK_MAX_RETRIES", 4)
+# An observation whose extraction or annotation cannot reach the model is retried this many
+# times, waiting min(cap, base * 2**n) seconds, before it is marked failed (it can be retried
+# by hand): with the defaults, about 4 minutes of outage. A database or broker outage is
+# retried as long as it lasts (every PMEM_TASK_RETRY_CAP seconds at most), never failed.
+PMEM_TASK_MAX_RETRIES = env_int("PMEM_TASK_MAX_RETRIES", 12)
 PMEM_TASK_RETRY_BASE = env_float("PMEM_TASK_RETRY_BASE", 1.0)
-PMEM_TASK_RETRY_CAP = env_float("PMEM_TASK_RETRY_CAP", 30.0)
+PMEM_TASK_RETRY_CAP = env_float("PMEM_TASK_RETRY_CAP", 20.0)
+# Every this many seconds beat sweeps for unsettled observations that no live task holds (a
+# lost message, a broker restarted empty, a task that died) and queues them again.
+PMEM_SWEEP_EVERY = env_float("PMEM_SWEEP_EVERY", 15.0)
 # Time limits of every task, in seconds (0: none). Past the soft one the observation being
 # processed is marked failed with the reason; the hard one kills the worker process (then the
 # worker marks it failed). Keep the hard limit under PMEM_VISIBILITY_TIMEOUT, or Redis hands a
@@ -233,6 +251,8 @@ CELERY_BEAT_SCHEDULE = {
                              "schedule": float(PMEM_FRONTIER_FLUSH_EVERY)},
     "finish-erasures": {"task": "memory.tasks.finish_erasures",
                         "schedule": float(PMEM_ERASE_FOLLOWUP_EVERY)},
+    "sweep-unsettled": {"task": "memory.tasks.sweep_unsettled",
+                        "schedule": max(1.0, PMEM_SWEEP_EVERY)},
 }
 # A JSON file of extra rule-extractor patterns ([{"pattern", "key", "value", ...}]).
 PMEM_RULE_PATTERNS = env_str("PMEM_RULE_PATTERNS")
@@ -243,13 +263,33 @@ PMEM_MAX_VALUE_CHARS = env_int("PMEM_MAX_VALUE_CHARS", 10_000)
 PMEM_MAX_FACTS = env_int("PMEM_MAX_FACTS", 500)
 PMEM_MAX_K = env_int("PMEM_MAX_K", 100)
 
+# PMEM_LOG_FORMAT=json: one JSON object a line (pmem_site.logs), for a log shipper.
+PMEM_LOG_FORMAT = env_str("PMEM_LOG_FORMAT", "text").lower()
+if PMEM_LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"PMEM_LOG_FORMAT must be text or json, not {PMEM_LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "pmem_site.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler",
+                             **({"formatter": "json"} if PMEM_LOG_FORMAT == "json" else {})}},
     "root": {"handlers": ["console"], "level": env_str("PMEM_LOG_LEVEL", "WARNING")},
     "loggers": {"pmem": {"level": env_str("PMEM_LOG_LEVEL", "INFO"), "propagate": True}},
 }
+# Celery keeps the logging configured here (with PMEM_LOG_FORMAT=json, its own lines too).
+CELERY_WORKER_HIJACK_ROOT_LOGGER = PMEM_LOG_FORMAT != "json"
+
+# /metrics (pmem_site.metrics): every process writes its values under
+# PROMETHEUS_MULTIPROC_DIR (default PMEM_DATA_DIR/metrics/<web|worker|other>); the view merges
+# every role's folder on this host. From 127.0.0.1, or with this bearer token.
+PMEM_METRICS_TOKEN = env_str("PMEM_METRICS_TOKEN")
+# A worker host's own metrics endpoint (0: none; the web's /metrics shows the workers that share
+# its data directory).
+PMEM_METRICS_PORT = env_int("PMEM_METRICS_PORT", 0)
+PMEM_METRICS_BIND = env_str("PMEM_METRICS_BIND", "127.0.0.1")
+# Seconds a 503 asks the client to wait (Retry-After) while the database cannot be reached.
+PMEM_RETRY_AFTER = env_int("PMEM_RETRY_AFTER", 5)
+PMEM_METRICS_DIR = embedded.metrics_dir()
 
 # === production / HTTPS: login lockout, API rate limits, CSP, TLS settings ==================
 # One block (apps, middleware and settings together) so that it moves as one. README,

@@ -22,6 +22,8 @@ def pytest_configure(config: pytest.Config) -> None:
     from pmem_site import embedded
 
     embedded.start()
+    # prometheus-client's files of earlier sessions' processes (one set per pid) go.
+    embedded.prune_metrics()
 
 
 @pytest.fixture(autouse=True)

@@ -1,16 +1,22 @@
 """One exception handler: every API error is JSON ``{"error": ...}`` with a 4xx that names
-the field at fault. Domain exceptions map here and nowhere else."""
+the field at fault. Domain exceptions map here and nowhere else. A database that cannot be
+reached (down, restarting, out of disk) answers 503 with ``Retry-After``, here and, for the
+pages and middleware outside DRF, in ``pmem_site.urls.handler500``."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
+from memory import metrics
 from memory.domain import InvalidOperation
 from memory.history import HistoryError
 from memory.services import CellNotFound, IdempotencyConflict, InvalidName, SourceRefused
@@ -40,6 +46,11 @@ def _first_error(detail: Any, path: str = "") -> tuple[str, str]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    outage = database_outage(exc)
+    if outage is not None:
+        answer = json_unavailable(outage)
+        return Response(json.loads(answer.content), status=503,
+                        headers={"Retry-After": answer["Retry-After"]})
     if isinstance(exc, InvalidOperation):
         return Response({"error": exc.reason}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, CellNotFound):
@@ -81,3 +92,43 @@ def json_not_found(request: HttpRequest, exception: Exception | None = None) -> 
 
 def json_server_error(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"error": "internal error; the request was not applied"}, status=500)
+
+
+# --- outages: the database cannot be reached ---------------------------------------------------
+
+#: SQLSTATE classes and codes that say the database cannot serve now, whatever the request:
+#: connection exceptions (08), insufficient resources (53: disk full, out of memory, too many
+#: connections), operator intervention (57P01-57P05: shutdown, crash, starting up), system
+#: errors (58: I/O), and a read-only transaction on a server that became a replica.
+_UNAVAILABLE_CLASSES = ("08", "53", "58")
+_UNAVAILABLE_CODES = {"57P01", "57P02", "57P03", "57P04", "57P05", "25006"}
+
+
+def database_outage(exc: BaseException | None) -> str | None:
+    """``disk full`` / ``database unavailable`` when ``exc`` says the database cannot serve
+    now (a 503, worth retrying), else None (a bug: a 500)."""
+    if not isinstance(exc, OperationalError | InterfaceError):
+        return None
+    state = getattr(exc.__cause__, "sqlstate", None)
+    if state is None or state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_CODES:
+        return "disk full" if state == "53100" else "database unavailable"
+    return None
+
+
+def retry_after() -> int:
+    return max(1, int(settings.PMEM_RETRY_AFTER))
+
+
+def outage_message(cause: str) -> str:
+    if cause == "disk full":
+        return "The database has no space left; nothing was stored."
+    return "The database cannot be reached; nothing was stored."
+
+
+def json_unavailable(cause: str) -> JsonResponse:
+    """503 with ``Retry-After`` and a JSON error: the client may send the request again."""
+    metrics.HTTP_UNAVAILABLE.labels(cause=cause.replace(" ", "_")).inc()
+    response = JsonResponse({"error": f"{cause}: {outage_message(cause)} Retry later.",
+                             "retry_after": retry_after()}, status=503)
+    response["Retry-After"] = str(retry_after())
+    return response

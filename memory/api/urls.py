@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import views
+from . import transfer_views, views
 
 NS = "namespaces/<slug:ns>/"
 
@@ -24,5 +24,6 @@ urlpatterns = [
          name="api-cell-operations"),
     path(f"{NS}operations/", views.OperationsView.as_view(), name="api-operations"),
     path(f"{NS}read/", views.ReadView.as_view(), name="api-read"),
+    path(f"{NS}export/", transfer_views.NamespaceExportView.as_view(), name="api-export"),
     path(f"{NS}answer/", views.AnswerView.as_view(), name="api-answer"),
 ]

@@ -34,7 +34,7 @@ from memory.services import (
     operation_apply,
     source_claim,
 )
-from memory.tasks import process_observation
+from memory.tasks import queue_observation
 
 from . import serializers as s
 from .auth import TokenClient, actor_of, caller_scope, namespace_for, token_of
@@ -196,11 +196,8 @@ def extraction_body(evidence_id: int) -> dict[str, Any] | None:
 
 def _enqueue(evidence_id: int) -> None:
     """Queue processing. The evidence is already committed: if the broker is down the
-    observation is still stored, and the worker's start-up sweep will pick it up."""
-    try:
-        process_observation.delay(evidence_id)
-    except Exception:
-        log.exception("could not enqueue evidence %s; it stays pending", evidence_id)
+    observation is still stored (the answer is still 202), and the next sweep queues it."""
+    queue_observation(evidence_id)
 
 
 def _wait_settled(evidence_id: int, timeout: float = WAIT_SECONDS) -> Evidence:

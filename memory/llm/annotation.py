@@ -22,7 +22,8 @@ from typing import Any
 from memory.domain import normalize_key, same_value
 
 from . import prompts
-from .client import ModelClient
+from .client import ModelClient, note_failure
+from .errors import ModelError, wrong_schema
 from .facts import OPS
 
 log = logging.getLogger("pmem.llm")
@@ -82,8 +83,12 @@ class AnnotationResult:
     raw: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    error: str | None = None
+    failure: ModelError | None = None
     calls: int = 0
+
+    @property
+    def error(self) -> str | None:
+        return None if self.failure is None else str(self.failure)
 
 
 def item_payload(item: AnnotationItem) -> dict[str, Any]:
@@ -132,6 +137,7 @@ def _annotate_with_model(client: ModelClient,
         messages=prompts.annotation_messages([item_payload(item) for item in items]),
         schema=prompts.ANNOTATION_SCHEMA,
         schema_name=prompts.ANNOTATION,
+        kind="annotate",
     )
     answered = AnnotationResult(
         raw=result.raw,
@@ -139,12 +145,15 @@ def _annotate_with_model(client: ModelClient,
         completion_tokens=result.completion_tokens,
         calls=1,
     )
-    entries = _operation_entries(result.data) if result.error is None else None
-    error = result.error or (None if entries is not None else "wrong schema: no operations list")
+    entries = _operation_entries(result.data) if result.failure is None else None
+    failure = result.failure
+    if failure is None and entries is None:
+        failure = wrong_schema("no operations list")
+        note_failure("annotate", failure)
     if entries is None:
-        log.warning("annotation fell back to noop (%s): %.200s", error, result.raw)
-        ops = [_hard_commit(item, _fallback(item, f"fallback: {error}")) for item in items]
-        return replace(answered, ops=ops, error=error)
+        log.warning("annotation fell back to noop (%s): %.200s", failure, result.raw)
+        ops = [_hard_commit(item, _fallback(item, f"fallback: {failure}")) for item in items]
+        return replace(answered, ops=ops, failure=failure)
     ops = [_hard_commit(item, op) for item, op in zip(items, _match(items, entries), strict=True)]
     return replace(answered, ops=ops)
 

@@ -13,14 +13,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .client import (
-    UNSUPPORTED,
-    ModelClient,
-    describe_error,
-    endpoint_forms,
-    is_transport_error,
-)
+from .client import ModelClient
+from .errors import ModelError, TransportError, UnsupportedForm, is_transport
 from .extraction import extract_facts
+from .forms import endpoint_forms
+from .transport import transport_error
 
 #: The one sentence whose extraction ``pmem_model check`` times.
 SENTENCE = "Update: mug 1 has been moved from countertop 1 to cabinet 3."
@@ -28,23 +25,25 @@ SENTENCE = "Update: mug 1 has been moved from countertop 1 to cabinet 3."
 PROBE_RETRY_S = 30.0
 
 
-def cause_of(error: str | None, *, model: str = "") -> str | None:
+def cause_of(failure: ModelError | None, *, model: str = "") -> str | None:
     """A failed call's cause in words: refused connection, unknown model name, 401, timeout,
     unsupported format, or the error itself."""
-    if not error:
+    if failure is None:
         return None
-    text = error.lower()
-    if text.startswith(UNSUPPORTED):
-        return f"unsupported format: {error[len(UNSUPPORTED) + 2:]}"
-    if text.startswith("timeout"):
+    error = str(failure)
+    if isinstance(failure, UnsupportedForm):
+        return f"unsupported format: {failure.cause}"
+    if not isinstance(failure, TransportError):
+        return error
+    if failure.reason == "timeout":
         return "timeout: the server did not answer in time"
-    if text.startswith("connection error"):
+    if failure.reason == "connection":
         return "refused connection: nothing answers at that address"
-    if text.startswith("http 401") or text.startswith("http 403"):
-        return f"{error[5:8]} unauthorized: check the API key (PMEM_LLM_API_KEY)"
-    if text.startswith("http 404") and "model" in text:
+    if failure.status in (401, 403):
+        return f"{failure.status} unauthorized: check the API key (PMEM_LLM_API_KEY)"
+    if failure.status == 404 and "model" in error.lower():
         return f"unknown model name {model!r}: {error}"
-    if text.startswith("http 404"):
+    if failure.status == 404:
         return f"not found: is the base URL right (it usually ends in /v1)? {error}"
     return error
 
@@ -84,14 +83,15 @@ def served_models(client: ModelClient) -> tuple[list[str], str | None]:
     try:
         return [m.id for m in client._chat.models.list().data], None
     except Exception as exc:  # any failure is reported, never raised
-        return [], describe_error(exc)
+        return [], str(transport_error(exc))
 
 
-def _telling_error(found: dict[str, str | None], forms: tuple[str, ...]) -> str | None:
-    """The error that says why no form was taken: a failure other than a refused form (the
+def _telling_error(found: dict[str, ModelError | None],
+                   forms: tuple[str, ...]) -> ModelError | None:
+    """The failure that says why no form was taken: one other than a refused form (the
     server did not answer) wins over the refusals that preceded it."""
-    errors = [found[f] for f in forms if found.get(f)]
-    return next((e for e in errors if e and not e.startswith(UNSUPPORTED)),
+    errors = [e for f in forms if (e := found.get(f)) is not None]
+    return next((e for e in errors if not isinstance(e, UnsupportedForm)),
                 errors[0] if errors else None)
 
 
@@ -99,14 +99,15 @@ def check_chat(client: ModelClient) -> ChatCheck:
     """Probe every structured-output form, then time one one-sentence extraction."""
     found = ChatCheck(base_url=client.base_url, model=client.model)
     found.served, _ = served_models(client)
-    found.forms = client.probe()
-    found.structured_output = next((f for f in client.forms if found.forms.get(f) is None),
-                                   None)
+    probed = client.probe()
+    found.forms = {form: None if e is None else str(e) for form, e in probed.items()}
+    found.structured_output = next((f for f in client.forms
+                                    if f in probed and probed[f] is None), None)
     if found.structured_output is None:
-        first = _telling_error(found.forms, client.forms)
+        first = _telling_error(probed, client.forms)
         found.cause = cause_of(first, model=client.model)
-        if found.served and client.model not in found.served and first \
-                and not first.startswith(UNSUPPORTED):
+        if found.served and client.model not in found.served and first is not None \
+                and not isinstance(first, UnsupportedForm):
             found.cause = f"unknown model name {client.model!r} (served: " \
                           f"{', '.join(found.served)}): {first}"
         return found
@@ -115,8 +116,8 @@ def check_chat(client: ModelClient) -> ChatCheck:
     found.extraction_s = time.monotonic() - started
     found.extraction_facts = [(f.key, f.value) for f in result.facts]
     found.extraction_error = result.error
-    if result.error is not None and is_transport_error(result.error):
-        found.cause = cause_of(result.error, model=client.model)
+    if is_transport(result.failure):
+        found.cause = cause_of(result.failure, model=client.model)
     return found
 
 
@@ -129,7 +130,7 @@ def check_embeddings(client: ModelClient) -> EmbedCheck:
                                                    encoding_format="float")
         found.dim = len(response.data[0].embedding)
     except Exception as exc:  # reported by cause, never raised
-        found.cause = cause_of(describe_error(exc), model=client.embed_model)
+        found.cause = cause_of(transport_error(exc), model=client.embed_model)
     found.seconds = time.monotonic() - started
     return found
 
@@ -158,7 +159,7 @@ def model_status(client: ModelClient | None) -> dict[str, Any] | None:
             _LAST_PROBE[key] = (time.monotonic(), None)
     if due:
         forms = client.probe(first_only=True)
-        form = next((f for f in client.forms if forms.get(f) is None), None)
+        form = next((f for f in client.forms if f in forms and forms[f] is None), None)
         error = None if form else cause_of(_telling_error(forms, client.forms),
                                            model=client.model)
         with _PROBE_LOCK:

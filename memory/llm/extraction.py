@@ -20,8 +20,10 @@ from django.core.signals import setting_changed
 from memory.domain import normalize_key, normalize_value
 
 from . import prompts
-from .client import ModelClient, client_from_settings
+from .client import ModelClient, note_failure
+from .configured import client_from_settings
 from .embedding import embedder_from_settings
+from .errors import ModelError, wrong_schema
 from .facts import Fact, coerce_assertion
 from .rules import RuleExtractor, patterns_from_settings
 
@@ -30,15 +32,20 @@ log = logging.getLogger("pmem.llm")
 
 @dataclass(frozen=True)
 class ExtractionResult:
-    """Facts in observation order (possibly empty), the model's raw answer, tokens, and an error
-    when the call failed or the answer was not a list of facts (then ``facts`` is empty)."""
+    """Facts in observation order (possibly empty), the model's raw answer, tokens, and a
+    failure when the call failed or the answer was not a list of facts (then ``facts`` is
+    empty)."""
 
     facts: list[Fact] = field(default_factory=list)
     raw: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    error: str | None = None
+    failure: ModelError | None = None
     dropped: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def error(self) -> str | None:
+        return None if self.failure is None else str(self.failure)
 
 
 def extract_facts(client: ModelClient, text: str) -> ExtractionResult:
@@ -52,19 +59,22 @@ def extract_facts(client: ModelClient, text: str) -> ExtractionResult:
         messages=prompts.extraction_messages(text),
         schema=prompts.EXTRACTION_SCHEMA,
         schema_name=prompts.EXTRACTION,
+        kind="extract",
     )
     answered = ExtractionResult(
         raw=result.raw,
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
-        error=result.error,
+        failure=result.failure,
     )
-    if result.error is not None:
+    if result.failure is not None:
         return answered
     items = _fact_items(result.data)
     if items is None:
         log.warning("extraction answer has no list of facts: %.200s", result.raw)
-        return replace(answered, error="wrong schema: no list of facts")
+        failure = wrong_schema("no list of facts")
+        note_failure("extract", failure)
+        return replace(answered, failure=failure)
     facts, dropped = validate_model_facts(items, observation=text)
     if dropped:
         log.warning("extraction dropped %d of %d fact(s) (first: %s)", len(dropped), len(items),
@@ -208,11 +218,15 @@ class TextExtraction:
     facts: list[dict[str, Any]]
     extractor: str
     raw: str = ""
-    error: str | None = None
+    failure: ModelError | None = None
     chat_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     dropped: list[dict[str, str]] = field(default_factory=list)  # model facts refused
+
+    @property
+    def error(self) -> str | None:
+        return None if self.failure is None else str(self.failure)
 
 
 def _fact_dict(fact: Fact) -> dict[str, Any]:
@@ -256,7 +270,7 @@ def extract_text(text: str) -> TextExtraction:
         return TextExtraction([_fact_dict(f) for f in rule_extractor().extract(text)], "rules")
     result = extract_facts(client, text)
     return TextExtraction(
-        [_fact_dict(f) for f in result.facts], "model", raw=result.raw, error=result.error,
+        [_fact_dict(f) for f in result.facts], "model", raw=result.raw, failure=result.failure,
         chat_calls=1, prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens, dropped=result.dropped,
     )

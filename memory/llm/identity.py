@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 
 from . import prompts
-from .client import ModelClient
+from .client import ModelClient, note_failure
+from .errors import ModelError, unparsable
 
 _ANSWER = re.compile(r"^\W*(same|different)\W*$", re.IGNORECASE)
 
@@ -24,7 +25,11 @@ class IdentityResult:
     raw: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    error: str | None = None
+    failure: ModelError | None = None
+
+    @property
+    def error(self) -> str | None:
+        return None if self.failure is None else str(self.failure)
 
 
 def parse_same_different(raw: str) -> bool | None:
@@ -39,15 +44,17 @@ def parse_same_different(raw: str) -> bool | None:
 def confirm_same_key(client: ModelClient, candidate_key: str, existing_key: str) -> IdentityResult:
     """Ask whether ``candidate_key`` names the same attribute as ``existing_key``. Never raises
     on model or network faults (then ``same`` is None and ``error`` is set)."""
-    result = client.chat_text(messages=prompts.identity_messages(candidate_key, existing_key))
-    same = parse_same_different(result.raw) if result.error is None else None
-    error = result.error
-    if error is None and same is None:
-        error = f"unparsable: {result.raw[:80]!r}"
+    result = client.chat_text(messages=prompts.identity_messages(candidate_key, existing_key),
+                              kind="identity")
+    same = parse_same_different(result.raw) if result.failure is None else None
+    failure = result.failure
+    if failure is None and same is None:
+        failure = unparsable(repr(result.raw[:80]))
+        note_failure("identity", failure)
     return IdentityResult(
         same=same,
         raw=result.raw,
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
-        error=error,
+        failure=failure,
     )

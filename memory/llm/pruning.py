@@ -29,7 +29,8 @@ class Candidate:
 
 
 def _yes(client: ModelClient, prompt: str) -> bool:
-    result = client.chat_text(messages=[{"role": "user", "content": prompt}], max_tokens=3)
+    result = client.chat_text(messages=[{"role": "user", "content": prompt}], max_tokens=3,
+                              kind="prune")
     return bool(result.data) and str(result.data).strip().lower().startswith("yes")
 
 

@@ -42,7 +42,8 @@ def answer(client: ModelClient, *, question: str, context: str,
            prompt: str = "state") -> AnswerResult:
     """One call; an empty answer with ``error`` set when the model failed (never raises)."""
     result = client.chat_text(messages=answer_messages(prompt=prompt, context=context,
-                                                       question=question), max_tokens=64)
+                                                       question=question), max_tokens=64,
+                              kind="answer")
     return AnswerResult(
         answer=(result.data or "").strip() if result.ok else "", context=context,
         context_chars=len(context), chat_calls=1, prompt_tokens=result.prompt_tokens,
@@ -66,7 +67,8 @@ class LookupStep:
 def lookup_step(client: ModelClient, *, question: str, context: str) -> LookupStep:
     """One round of the iterative readout: answer from ``context``, or ask for more."""
     reply = client.chat_json(messages=prompts.lookup_messages(context=context, question=question),
-                             schema=prompts.LOOKUP_SCHEMA, schema_name=prompts.READOUT)
+                             schema=prompts.LOOKUP_SCHEMA, schema_name=prompts.READOUT,
+                             kind="answer")
     data: dict[str, Any] = reply.data if isinstance(reply.data, dict) else {}
     tokens = (reply.prompt_tokens, reply.completion_tokens)
     if data.get("action") == "answer" and str(data.get("answer", "")).strip():

@@ -4,6 +4,7 @@ working on and mark it failed, so that its namespace moves on."""
 
 from __future__ import annotations
 
+from memory import metrics
 from memory.domain import EvidenceState
 from memory.llm.extraction import runs_locally
 from memory.models import Evidence
@@ -17,9 +18,12 @@ def observation_fail_if_unextracted(*, evidence_id: int, error: str) -> bool:
     extracted outside the drain: False."""
     if runs_locally():
         return False
-    return bool(Evidence.objects.filter(pk=evidence_id, state__in=UNSETTLED,
-                                        extracted__isnull=True)
-                .update(state=EvidenceState.FAILED, error=error[:2000]))
+    failed = bool(Evidence.objects.filter(pk=evidence_id, state__in=UNSETTLED,
+                                          extracted__isnull=True)
+                  .update(state=EvidenceState.FAILED, error=error[:2000]))
+    if failed:
+        metrics.OBSERVATIONS_FAILED.labels(reason="time_limit").inc()
+    return failed
 
 
 def namespace_head_fail(*, namespace_id: int, error: str) -> int | None:
@@ -33,5 +37,5 @@ def namespace_head_fail(*, namespace_id: int, error: str) -> int | None:
     head = _next_unsettled(namespace_id)
     if not head or not _ready(head[0], runs_locally()):
         return None
-    observation_fail(evidence_id=head[0].pk, error=error)
+    observation_fail(evidence_id=head[0].pk, error=error, reason="time_limit")
     return head[0].pk

@@ -11,11 +11,15 @@ Life of an observation::
                          inside a transaction): take the lowest unsettled seqs; prepare each
                          (with a model: resolve keys and annotate, outside any transaction),
                          then commit them in ONE transaction — one batch, one overlay, one
-                         statement per table — and mark them committed.
+                         statement per table — and mark them committed. A head of the line
+                         that nobody is extracting (its message lost, its task waiting to
+                         retry) is extracted by the drain itself: the drain never waits on a
+                         task that may not exist.
 
 A single observation is a group of one: the same preparation, the same commit. Extraction may
 finish in any order; commitment never reorders. A crash anywhere leaves the evidence pending
-or processing, and the next delivery or drain finishes it exactly once.
+or processing, and the next delivery, drain or sweep (``memory.services.sweep``) finishes it
+exactly once.
 """
 
 from __future__ import annotations
@@ -25,17 +29,18 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import OperationalError, connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from memory import metrics
 from memory.domain import UNSETTLED_STATES, EvidenceState, Plan, render
-from memory.llm.client import is_transport_error
 from memory.llm.embedding import EmbeddingError
+from memory.llm.errors import ModelError, is_transport
 from memory.llm.extraction import extract_text, runs_locally
 from memory.llm.vectors import Vectors, commit_vectors, observation_vectors
 from memory.models import Cell, Evidence, KeyAlias, Namespace
@@ -52,8 +57,9 @@ UNSETTLED = UNSETTLED_STATES
 _LOCK_CLASS = 0x504D  # "PM": the advisory-lock namespace of commit drains
 
 
-class ExtractionFailed(Exception):
-    """The model could not be reached (after its retries): the observation may be retried."""
+class ExtractionFailed(ModelUnavailable):
+    """The model (or the embedder) could not be reached for an observation's extraction,
+    after the client's retries: the task retries it later."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ def observation_record(
             observed_at=observed_at, idempotency_key=key_digest, request_digest=asked,
             actor=actor,
         )
+    metrics.OBSERVATIONS_RECORDED.inc()
     return Recorded(evidence, created=True)
 
 
@@ -141,11 +148,13 @@ def observations_record(*, namespace: Namespace, observations: list[dict[str, An
         return []
     with transaction.atomic():
         first = _take_seqs(namespace, len(observations))
-        return Evidence.objects.bulk_create([
+        rows = Evidence.objects.bulk_create([
             Evidence(namespace=namespace, seq=first + i, text=item.get("text") or "",
                      facts=item.get("facts"), source=item.get("source") or "",
                      observed_at=item.get("observed_at"), actor=actor)
             for i, item in enumerate(observations)])
+    metrics.OBSERVATIONS_RECORDED.inc(len(rows))
+    return rows
 
 
 def _take_seqs(namespace: Namespace, n: int) -> int:
@@ -177,6 +186,12 @@ def _fact_dict(key: str, value: str | None, *, op: str | None = None, version: i
 def extract_facts(evidence: Evidence) -> dict[str, Any]:
     """Keyed facts of an observation: the client's structured facts first, then what the
     text yields (the model when one is configured, else the rule extractor). No DB access."""
+    return _extract(evidence)[0]
+
+
+def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
+    """:func:`extract_facts`, and the model's failure when its extraction failed."""
+    failure: ModelError | None = None
     facts = [
         _fact_dict(f["key"], f.get("value"), op=f.get("op"), version=f.get("version"),
                    hard_commit=bool(f.get("hard_commit")), reason=f.get("reason") or "")
@@ -192,11 +207,12 @@ def extract_facts(evidence: Evidence) -> dict[str, Any]:
         result["chat_calls"] += extracted.chat_calls
         result["prompt_tokens"] += extracted.prompt_tokens
         result["completion_tokens"] += extracted.completion_tokens
-        if extracted.error:
-            result["extraction_error"] = extracted.error
+        failure = extracted.failure
+        if failure is not None:
+            result["extraction_error"] = str(failure)
         if extracted.dropped:  # the model's facts refused before anything was written
             result["dropped"] = extracted.dropped
-    return result
+    return result, failure
 
 
 def evidence_text(evidence: Evidence) -> str:
@@ -246,22 +262,23 @@ def _extract_claimed(evidence_id: int) -> bool:
         return False
     if evidence.extracted is not None:
         return True
-    result = extract_facts(evidence)  # model calls happen here, outside any transaction
-    error = result.get("extraction_error")
+    result, failure = _extract(evidence)  # model calls happen here, outside any transaction
     costs = {"chat_calls": result["chat_calls"], "prompt_tokens": result["prompt_tokens"],
              "completion_tokens": result["completion_tokens"]}
     unsettled = Evidence.objects.filter(pk=evidence_id, extracted__isnull=True,
                                         state__in=UNSETTLED)
-    if error and is_transport_error(error):
-        raise ExtractionFailed(error)
-    if error:
-        unsettled.update(extracted=result, state=EvidenceState.FAILED,
-                         error=f"extraction failed: {error}"[:2000], **costs)
+    if is_transport(failure):
+        raise ExtractionFailed(f"extraction failed: {failure}", evidence_id=evidence_id)
+    if failure is not None:
+        if unsettled.update(extracted=result, state=EvidenceState.FAILED,
+                            error=f"extraction failed: {failure}"[:2000], **costs):
+            metrics.OBSERVATIONS_FAILED.labels(reason="extraction").inc()
         return False
     try:
         vectors = observation_vectors(text=evidence_text(evidence), facts=result["facts"])
     except EmbeddingError as exc:
-        raise ExtractionFailed(f"embedding failed: {exc}") from exc
+        raise ExtractionFailed(f"extraction failed: embedding failed: {exc}",
+                               evidence_id=evidence_id) from exc
     if vectors.cache:
         result["vectors"] = vectors.cache
     unsettled.update(extracted=result, state=EvidenceState.PROCESSING,
@@ -269,10 +286,14 @@ def _extract_claimed(evidence_id: int) -> bool:
     return True
 
 
-def observation_fail(*, evidence_id: int, error: str) -> None:
-    """Mark an observation failed so it no longer holds back its namespace."""
-    Evidence.objects.filter(pk=evidence_id, state__in=UNSETTLED).update(
-        state=EvidenceState.FAILED, error=error[:2000])
+def observation_fail(*, evidence_id: int, error: str, reason: str = "other") -> bool:
+    """Mark an observation failed so it no longer holds back its namespace (``reason``: one
+    word for ``pmem_observations_failed_total``). False when it had settled already."""
+    failed = bool(Evidence.objects.filter(pk=evidence_id, state__in=UNSETTLED).update(
+        state=EvidenceState.FAILED, error=error[:2000]))
+    if failed:
+        metrics.OBSERVATIONS_FAILED.labels(reason=reason).inc()
+    return failed
 
 
 def observation_retry(*, evidence: Evidence) -> bool:
@@ -315,11 +336,18 @@ def _ready(evidence: Evidence, local: bool) -> bool:
 
 
 def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
-    """Commit every observation of the namespace that is next in seq order and ready.
+    """Commit every observation of the namespace that is next in seq order.
 
     Only one drainer runs per namespace (``pg_try_advisory_lock``); a caller that does not
     get the lock returns at once, because the holder re-checks after releasing it (so an
     observation extracted meanwhile is never stranded). Returns how many it committed.
+
+    With a model, a head of the line that is not extracted yet is extracted here when no live
+    task holds it — its lease ran out (memory.services.sweep) and nobody holds its extraction
+    claim; otherwise that task drains after it. The drain never waits on a message that may
+    have been lost. When the model cannot be reached (for the
+    head's extraction or its annotation) the drain stops and raises
+    :class:`ModelUnavailable` naming the head; nothing is failed here — the task retries.
 
     Without a model (rule extractor, structured facts, the built-in embedder) nothing has to
     leave the database between two observations, so the drain commits up to
@@ -343,28 +371,85 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
                 frontier_flush_if_due(namespace_id=namespace_id)
         finally:
             _unlock(namespace_id)
-        following = _next_unsettled(namespace_id)
-        if (not following or not _ready(following[0], runs_locally())
-                or (limit and committed >= limit)):
+        if (limit and committed >= limit) or not _more_to_do(namespace_id):
             return committed
+
+
+def _more_to_do(namespace_id: int) -> bool:
+    """After releasing the lock: is there a head this drainer should come back for (ready,
+    or held by no live task)?"""
+    following = _next_unsettled(namespace_id)
+    if not following:
+        return False
+    head = following[0]
+    return _ready(head, runs_locally()) or _unheld(head)
+
+
+def lease_expired(evidence: Evidence) -> bool:
+    """Has the observation's lease run out (no queued task is expected to come back for it)?
+    An empty lease is ``PMEM_SWEEP_EVERY`` from its receipt (memory.services.sweep)."""
+    every = timedelta(seconds=max(1.0, float(settings.PMEM_SWEEP_EVERY)))
+    until = evidence.lease_until or (evidence.received_at + every)
+    return until < timezone.now()
+
+
+def _unheld(evidence: Evidence) -> bool:
+    """No live task holds it: its lease ran out and nobody holds its extraction claim."""
+    return lease_expired(evidence) and not _extraction_claimed(evidence.pk)
 
 
 def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Evidence]:
     """The next observations in seq order that are ready: up to ``PMEM_COMMIT_GROUP`` of
-    them without a model, else one."""
+    them without a model, else one — the head, extracted here first when no live task holds
+    it (:func:`_extract_head`)."""
     size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
     if room is not None:
         size = min(size, room)
-    group = []
-    for evidence in _next_unsettled(namespace_id, size):
-        if not _ready(evidence, local):
-            break
-        group.append(evidence)
-    return group
+    while True:
+        candidates = _next_unsettled(namespace_id, size)
+        if not candidates:
+            return []
+        if not _ready(candidates[0], local):
+            if not lease_expired(candidates[0]):
+                return []  # its task is queued, or waits to retry: it drains after
+            head = _extract_head(candidates[0])
+            if head is None:
+                return []
+            if head.state not in UNSETTLED:  # its answer was unusable: failed, the next one
+                continue
+            candidates[0] = head
+        group = []
+        for evidence in candidates:
+            if not _ready(evidence, local):
+                break
+            group.append(evidence)
+        return group
+
+
+def _extract_head(evidence: Evidence) -> Evidence | None:
+    """Extract the head of the line here, under its extraction claim; None when a live task
+    holds the claim (it is extracting it, and drains after). Raises
+    :class:`ExtractionFailed` when the model cannot be reached."""
+    if not _try_claim_extraction(evidence.pk):
+        return None
+    try:
+        _extract_claimed(evidence.pk)
+    finally:
+        _release_extraction(evidence.pk)
+    return Evidence.objects.defer("embedding").get(pk=evidence.pk)
+
+
+def _extraction_claimed(evidence_id: int) -> bool:
+    """Does a session (a live task) hold this observation's extraction claim?"""
+    if not _try_claim_extraction(evidence_id):
+        return True
+    _release_extraction(evidence_id)
+    return False
 
 
 def _commit_group(group: list[Evidence], local: bool) -> int:
-    """Commit ``group`` (consecutive seqs); one failing observation fails alone."""
+    """Commit ``group`` (consecutive seqs); one failing observation fails alone. An outage
+    of the model stops the drain (:class:`ModelUnavailable`, naming the observation)."""
     if local and len(group) > 1:
         try:
             _commit([_prepare(evidence, local=True) for evidence in group])
@@ -375,12 +460,14 @@ def _commit_group(group: list[Evidence], local: bool) -> int:
     for evidence in group:
         try:
             observation_commit(evidence=evidence)
-        except ModelUnavailable as exc:  # an outage: fail visibly, retry later
-            log.warning("evidence %s failed: %s", evidence.pk, exc)
-            observation_fail(evidence_id=evidence.pk, error=str(exc))
+        except ModelUnavailable as exc:  # an outage: the observation waits, the task retries
+            exc.evidence_id = exc.evidence_id or evidence.pk
+            raise
+        except (OperationalError, InterfaceError):
+            raise  # the database is unreachable: nothing to blame the observation for
         except Exception as exc:  # a bug must not hold the namespace back forever
             log.exception("commit of evidence %s failed", evidence.pk)
-            observation_fail(evidence_id=evidence.pk,
+            observation_fail(evidence_id=evidence.pk, reason="commit",
                              error=f"commit failed: {type(exc).__name__}: {exc}")
     return len(group)
 
@@ -439,15 +526,28 @@ def _commit(prepared: list[_Prepared]) -> dict[int, list[Applied]]:
     planned — on the overlay of the previous ones' decisions, everything written with one
     statement per table. Run again when PostgreSQL aborts it as a deadlock victim."""
     first = prepared[0].evidence
-    out = _retrying(f"{len(prepared)} observation(s) from seq {first.seq}",
-                    lambda: _commit_transaction(prepared))
+    with metrics.timed(metrics.COMMIT_SECONDS):
+        out, received = _retrying(f"{len(prepared)} observation(s) from seq {first.seq}",
+                                  lambda: _commit_transaction(prepared))
+    _count_committed(received)
     for p in prepared:
         if out.get(p.evidence.pk):
             _after_commit(p.evidence, out[p.evidence.pk], p.cached)
     return out
 
 
-def _commit_transaction(prepared: list[_Prepared]) -> dict[int, list[Applied]]:
+def _count_committed(received: list[datetime]) -> None:
+    """The metrics of a commit: how many it committed, each one's time from receipt."""
+    now = timezone.now()
+    metrics.OBSERVATIONS_COMMITTED.inc(len(received))
+    for at in received:
+        metrics.SETTLE_SECONDS.observe(max(0.0, (now - at).total_seconds()))
+
+
+def _commit_transaction(prepared: list[_Prepared],
+                        ) -> tuple[dict[int, list[Applied]], list[datetime]]:
+    """The transaction of :func:`_commit`: the operations by evidence id, and when each
+    observation it committed was received."""
     out: dict[int, list[Applied]] = {}
     now = timezone.now()
     with transaction.atomic():
@@ -459,7 +559,7 @@ def _commit_transaction(prepared: list[_Prepared]) -> dict[int, list[Applied]]:
         live = [(locked[p.evidence.pk], p) for p in prepared
                 if p.evidence.pk in locked and locked[p.evidence.pk].state in UNSETTLED]
         if not live:
-            return out  # redelivered tasks committed them already
+            return out, []  # redelivered tasks committed them already
         namespace = live[0][0].namespace
         for _, p in live:
             _register_aliases(namespace, p.plan.aliases if p.plan else [])
@@ -470,7 +570,7 @@ def _commit_transaction(prepared: list[_Prepared]) -> dict[int, list[Applied]]:
         for applied in batch.write():
             out.setdefault(applied.operation.evidence_id or 0, []).append(applied)
         mark_committed([p.settled for _, p in live], now)
-    return out
+    return out, [row.received_at for row, _ in live]
 
 
 def _open_batch(namespace: Namespace, prepared: list[_Prepared]) -> Batch:

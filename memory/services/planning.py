@@ -20,8 +20,9 @@ from pgvector.django import CosineDistance
 from memory.domain import SYSTEM_ACTOR, HeadView, Method, OpInput, OpType, Plan, normalize_key
 from memory.domain.render import key_text
 from memory.llm.annotation import AnnotationItem, annotate, annotate_without_model
-from memory.llm.client import ModelClient, client_from_settings, is_transport_error
+from memory.llm.client import ModelClient, client_from_settings
 from memory.llm.embedding import EmbeddingError, embed_batch
+from memory.llm.errors import is_transport
 from memory.llm.identity import confirm_same_key
 from memory.llm.vectors import unpack_vector
 from memory.models import Cell, Namespace
@@ -36,8 +37,14 @@ CLIENT_ACTOR = SYSTEM_ACTOR
 
 
 class ModelUnavailable(Exception):
-    """The model could not be reached for a job that cannot be skipped (annotation): the
-    observation fails visibly and may be retried, instead of committing noops for an outage."""
+    """The model could not be reached for a job that cannot be skipped (extraction,
+    annotation): the observation waits, and its task retries with backoff, instead of
+    committing noops for an outage. ``evidence_id``: the observation that could not be
+    prepared (set by the drain), the one failed when the retries run out."""
+
+    def __init__(self, message: str, *, evidence_id: int | None = None) -> None:
+        super().__init__(message)
+        self.evidence_id = evidence_id
 
 
 def plan_facts(*, facts: list[dict[str, Any]], actor: str, overlay: Overlay,
@@ -126,7 +133,7 @@ def _annotate(facts: list[dict[str, Any]], heads: dict[str, HeadView],
         plan.chat_calls += result.calls  # 0 when every fact was a create (SPEC §5.4)
         plan.prompt_tokens += result.prompt_tokens
         plan.completion_tokens += result.completion_tokens
-        if is_transport_error(result.error):
+        if is_transport(result.failure):
             raise ModelUnavailable(f"annotation failed: {result.error}")
     return [{"op": ann.op, "value": ann.value, "reason": ann.reason,
              "raw": (result.raw or "") if ann.by_model else "", "valid": ann.valid,

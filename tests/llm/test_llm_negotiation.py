@@ -11,7 +11,8 @@ import logging
 import pytest
 
 from memory.llm import prompts
-from memory.llm.client import FORMS, ModelClient, endpoint_forms, is_transport_error
+from memory.llm.client import FORMS, ModelClient, endpoint_forms
+from memory.llm.errors import TransportError, UnsupportedForm, is_transport
 from memory.llm.extraction import extract_facts
 from tests.support.scripted_llm import Fault, ScriptedLLM
 
@@ -103,14 +104,16 @@ def test_a_failed_call_forgets_the_form_so_the_next_one_negotiates_again(
 
     failed = _extract(client)
 
-    assert failed.error.startswith("http 500") and is_transport_error(failed.error)
+    assert failed.error.startswith("http 500") and is_transport(failed.failure)
     assert client.structured_output is None
     assert _extract(client).form == "json_object"
     assert llama_cpp_python.forms[-2:] == ["json_schema", "json_object"]
 
 
 def test_an_unsupported_form_answer_is_no_transport_error() -> None:
-    assert not is_transport_error("unsupported format: http 500: Input should be 'text'")
+    refused = UnsupportedForm(TransportError("http 500: Input should be 'text'", status=500))
+    assert not is_transport(refused)
+    assert str(refused) == "unsupported format: http 500: Input should be 'text'"
 
 
 def test_the_form_chosen_is_logged(llama_cpp_python: ScriptedLLM,
@@ -129,8 +132,9 @@ def test_probe_reports_each_form_and_remembers_the_first_taken(
 
     assert list(found) == list(FORMS)
     assert found["json_object"] is None and found["prompt"] is None
-    assert found["json_schema"].startswith("unsupported format: http 500")
-    assert found["guided_json"].startswith("unsupported format: http 400")
+    assert isinstance(found["json_schema"], UnsupportedForm)
+    assert str(found["json_schema"]).startswith("unsupported format: http 500")
+    assert str(found["guided_json"]).startswith("unsupported format: http 400")
     assert client.structured_output == "json_object"
     assert all(r.body.get("max_tokens") == 8 for r in llama_cpp_python.requests)
 
@@ -138,7 +142,8 @@ def test_probe_reports_each_form_and_remembers_the_first_taken(
 def test_probe_of_an_unreachable_server_names_the_cause_for_every_form() -> None:
     client = ModelClient(base_url="http://127.0.0.1:9/v1", model="m", max_retries=0)
     found = client.probe()
-    assert all(error and error.startswith("connection error") for error in found.values())
+    assert all(isinstance(error, TransportError) and error.reason == "connection"
+               and str(error).startswith("connection error") for error in found.values())
     assert client.structured_output is None
 
 
@@ -159,7 +164,7 @@ def test_a_pinned_form_is_the_only_one_asked_and_a_refusal_is_an_error(
         llama_cpp_python: ScriptedLLM) -> None:
     result = _extract(_client(llama_cpp_python, structured_output="json_schema"))
     assert result.error.startswith("unsupported format: http 500")
-    assert not is_transport_error(result.error)
+    assert isinstance(result.failure, UnsupportedForm) and not is_transport(result.failure)
     assert llama_cpp_python.forms == ["json_schema"]
     pinned = _extract(_client(llama_cpp_python, structured_output="json_object"))
     assert pinned.ok and pinned.form == "json_object"

@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from memory.llm.annotation import AnnotationItem, annotate
-from memory.llm.client import UNSUPPORTED, ModelClient, is_transport_error
+from memory.llm.client import ModelClient
+from memory.llm.errors import UnsupportedForm, is_transport
 from memory.llm.extraction import extract_facts, validate_model_facts
 from memory.llm.facts import OPS
 from memory.llm.identity import confirm_same_key
@@ -28,7 +29,7 @@ SENTENCES = [
 def test_llama_cpp_python_takes_json_object_and_refuses_json_schema_once(
         model_client: ModelClient, proxy: RecordingProxy) -> None:
     found = model_client.probe()
-    assert found["json_schema"] is not None and found["json_schema"].startswith(UNSUPPORTED)
+    assert isinstance(found["json_schema"], UnsupportedForm)
     assert found["json_object"] is None
     assert model_client.structured_output == "json_object"
     before = len(proxy.calls)
@@ -36,7 +37,7 @@ def test_llama_cpp_python_takes_json_object_and_refuses_json_schema_once(
     calls = proxy.calls[before:]
     # Known form: one call, in json_object with the schema, not retried, not re-probed.
     assert [(c.job, c.form, c.status) for c in calls] == [("extraction", "json_object", 200)]
-    assert result.error is None or not is_transport_error(result.error)
+    assert not is_transport(result.failure)
 
 
 def test_negotiation_costs_one_refused_call_then_the_form_is_remembered(
@@ -54,7 +55,7 @@ def test_extraction_keeps_only_valid_facts_and_reports_real_usage(
         before = len(proxy.calls)
         result = extract_facts(model_client, sentence)
         served = [c for c in proxy.calls[before:] if c.status == 200]
-        assert result.error is None or not is_transport_error(result.error), result.error
+        assert not is_transport(result.failure), result.error
         # Whatever the model said, what is kept passes validation again untouched.
         again, dropped = validate_model_facts(
             [{"key": f.key, "value": f.value, "assertion": f.assertion} for f in result.facts],

@@ -40,8 +40,9 @@ def web(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
     env = {**os.environ, "PMEM_TEST_DB_NAME": name,
            "PMEM_WEB_WORKERS": "1", "DJANGO_SETTINGS_MODULE": "pmem_site.settings"}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    proc = subprocess.Popen(web_command(port), cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(web_command(port, logs / f"gunicorn-{port}.ctl"), cwd=ROOT,
+                            env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

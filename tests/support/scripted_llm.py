@@ -144,9 +144,12 @@ class ScriptedLLM:
 
     # --- lifecycle ------------------------------------------------------------------------
 
-    def start(self) -> ScriptedLLM:
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> ScriptedLLM:
+        """Listen on ``host:port`` (a free port by default; the same one again, after
+        :meth:`close`, brings a server that was down back at its address)."""
         handler = type("Handler", (_Handler,), {"scripted": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._stop.clear()
+        self._httpd = ThreadingHTTPServer((host, port), handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -172,6 +175,11 @@ class ScriptedLLM:
         assert self._httpd is not None, "server not started"
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}/v1"
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "server not started"
+        return int(self._httpd.server_address[1])
 
     # --- scripting ------------------------------------------------------------------------
 

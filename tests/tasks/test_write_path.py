@@ -160,11 +160,23 @@ def test_unreachable_annotator_fails_the_observation_without_a_partial_commit(
         llm_worker, llm_server, ns, fault, error):
     before = {"mug_location": "chair", "color": "blue", "size": "small"}
     settle(submit(ns, "mug_location = chair\ncolor = blue\nsize = small"), llm_worker)
-    llm_server.push(fault, job="annotation", times=2)  # the client's try and its one retry
+    # The client's try and its one retry, in the task's try and its one retry (FAST_ENV).
+    llm_server.push(fault, job="annotation", times=4)
     [evidence] = submit(ns, "mug_location = table\ncolor = red\nsize = large")
     assert settle([evidence], llm_worker, timeout=40) == ["failed"]
     assert reload(evidence).error.startswith(error)
     assert heads(ns) == before and not Operation.objects.filter(evidence=evidence).exists()
+    assert_memory_consistent(ns)
+
+
+def test_an_annotator_outage_shorter_than_the_retries_waits_and_commits(llm_worker, llm_server,
+                                                                       ns):
+    settle(submit(ns, "mug_location = chair"), llm_worker)
+    llm_server.push(Fault.HTTP_500, job="annotation", times=2)  # one task attempt's worth
+    [evidence] = submit(ns, "mug_location = table")
+    assert settle([evidence], llm_worker, timeout=40) == ["committed"]
+    assert heads(ns) == {"mug_location": "table"}
+    assert llm_server.counts["annotation"] == 3
     assert_memory_consistent(ns)
 
 
@@ -208,9 +220,11 @@ def test_commit_follows_seq_even_when_later_extractions_finish_first(celery_work
 def test_failed_observation_does_not_block_its_namespace_and_can_be_retried(
         llm_worker, llm_server, ns):
     settle(submit(ns, "mug_location = chair"), llm_worker)  # a head: the update is annotated
-    llm_server.push(Fault.HTTP_500, job="annotation", times=2)
+    # Every try of both tasks (each drains, and meets the head's annotation): 2 x 2 x 2.
+    llm_server.push(Fault.HTTP_500, job="annotation", times=8)
     failed, later = submit(ns, "mug_location = table", "color = red")
     assert settle([failed, later], llm_worker, timeout=40) == ["failed", "committed"]
+    reset_server(llm_server)  # the faults no try needed
     assert heads(ns) == {"mug_location": "chair", "color": "red"}
     assert observation_retry(evidence=reload(failed)) is True
     assert observation_retry(evidence=reload(later)) is False  # only a failed one

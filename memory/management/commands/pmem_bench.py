@@ -69,7 +69,8 @@ class Command(BaseCommand):
                             help="dataset file for longmemeval / locomo")
         parser.add_argument("--scale", choices=("small", "medium", "full"), default="medium",
                             help="perf: small (minutes), medium (100k versions/cells, the "
-                                 "default) or full (1M)")
+                                 "default) or full (1M); transfer: small (10k versions, 100k"
+                                 " operations) or medium (100k versions, 1M operations)")
         parser.add_argument("--only", choices=("graph", "agents"), default=None,
                             help="perf: run one section alone (graph: a cell graph's peak "
                                  "web-worker RSS; agents: MCP vs REST round trips)")

@@ -17,7 +17,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0011_operation_attribution'),
+        ('memory', '0012_evidence_lease'),
     ]
 
     operations = [

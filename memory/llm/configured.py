@@ -1,0 +1,59 @@
+"""The model client the settings describe (``PMEM_LLM_*``, ``PMEM_EMBED_*``), or none."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+from .fit import DEFAULT_EMBED_DIM
+
+if TYPE_CHECKING:
+    from .client import ModelClient
+
+_CHAT_MODEL_OFF: ContextVar[bool] = ContextVar("pmem_chat_model_off", default=False)
+
+
+@contextmanager
+def chat_model_off() -> Iterator[None]:
+    """Within this block (this thread or task) :func:`client_from_settings` answers None, as
+    if no chat model were configured: the demo histories are written this way, so what they
+    hold never depends on a model (docs/decisions.md, "The demo never asks a model")."""
+    token = _CHAT_MODEL_OFF.set(True)
+    try:
+        yield
+    finally:
+        _CHAT_MODEL_OFF.reset(token)
+
+
+def client_from_settings(**overrides: Any) -> ModelClient | None:
+    """A client configured from Django settings (``PMEM_LLM_*``, ``PMEM_EMBED_*``), or None
+    when ``PMEM_LLM_BASE_URL`` is empty (no model configured) or inside
+    :func:`chat_model_off`. ``overrides`` replace constructor arguments (a health probe's
+    short timeout, say)."""
+    from django.conf import settings
+
+    from .client import ModelClient  # here: client.py re-exports this module's names
+
+    base_url = getattr(settings, "PMEM_LLM_BASE_URL", "") or ""
+    if not base_url or _CHAT_MODEL_OFF.get():
+        return None
+    options: dict[str, Any] = {
+        "base_url": base_url,
+        "model": getattr(settings, "PMEM_LLM_MODEL", "") or "default",
+        "api_key": getattr(settings, "PMEM_LLM_API_KEY", "") or "EMPTY",
+        "timeout": float(getattr(settings, "PMEM_LLM_TIMEOUT", 60.0)),
+        "max_retries": int(getattr(settings, "PMEM_LLM_MAX_RETRIES", 3)),
+        "concurrency": int(getattr(settings, "PMEM_LLM_CONCURRENCY", 4)),
+        "embed_base_url": getattr(settings, "PMEM_EMBED_BASE_URL", "") or None,
+        "embed_model": getattr(settings, "PMEM_EMBED_MODEL", "") or None,
+        "embed_api_key": getattr(settings, "PMEM_EMBED_API_KEY", "") or None,
+        "embed_dim": int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_EMBED_DIM)),
+        "embed_request_dimensions": bool(getattr(settings, "PMEM_EMBED_REQUEST_DIMENSIONS",
+                                                 False)),
+        "structured_output": getattr(settings, "PMEM_LLM_STRUCTURED_OUTPUT", "") or "auto",
+        "max_tokens": int(getattr(settings, "PMEM_LLM_MAX_TOKENS", 0)) or None,
+    }
+    options.update(overrides)
+    return ModelClient(**options)
