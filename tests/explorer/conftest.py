@@ -58,7 +58,9 @@ def make_user(db: None) -> Callable[..., Any]:
 # --- browser ---------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
+# Package scope: sync Playwright keeps an event loop running on this thread while it lives,
+# and later packages run their own (anyio.run refuses to nest).
+@pytest.fixture(scope="package")
 def chromium() -> Iterator[Any]:
     if not os.access(CHROMIUM, os.X_OK):
         pytest.skip("Debian's chromium is not installed (make browser-deps)")
