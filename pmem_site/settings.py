@@ -206,6 +206,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two vocabularies answer under a field named "status": each enum named for what it is.
+    "ENUM_NAME_OVERRIDES": {"CellStatusEnum": "memory.api.outputs.CELL_STATUSES",
+                            "ObservationStatusEnum": "memory.api.outputs.OBSERVATION_STATES"},
 }
 
 # --- P-Mem: model endpoints and limits ---------------------------------------------------

@@ -1,8 +1,6 @@
-"""The shape of every answer of the HTTP API: one output serializer each, which both renders the
-answer (:meth:`memory.api.render.Out.render`) and states it in the served OpenAPI schema, so the
-schema is the truth (``tests/api/test_schema_conformance.py`` holds every endpoint's real
-answers to it, and ``pmem_client``'s types to the schema).
-"""
+"""The shape of every answer of the HTTP API: one output serializer each, which renders the answer
+(:meth:`memory.api.render.Out.render`) and states it in the served OpenAPI schema: the schema is
+the truth (tests/api/test_schema_conformance.py, tests/agents/test_client_types.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +13,13 @@ from memory.domain import CellStatus, EvidenceState
 from memory.domain.scopes import Scope
 
 from .render import OneOf, Out
+
+#: The two vocabularies answered under a field named ``status``, named in the schema by
+#: SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].
+CELL_STATUSES = [status.value for status in CellStatus]
+OBSERVATION_STATES = [state.value for state in EvidenceState]
+REPLAYED = ("True when the idempotency_key was used before with the same request: this is the "
+            "first observation, nothing new was stored.")
 
 # --- observations ----------------------------------------------------------------------------
 
@@ -69,16 +74,14 @@ class ObservationAcceptedOut(Out):
 
     id = serializers.IntegerField()
     seq = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=[state.value for state in EvidenceState])
-    replayed = serializers.BooleanField(
-        help_text="True when the idempotency_key was used before with the same request: "
-                  "this is the first observation, nothing new was stored.")
+    status = serializers.ChoiceField(choices=OBSERVATION_STATES)
+    replayed = serializers.BooleanField(help_text=REPLAYED)
 
 
 class ObservationOut(Out):
     id = serializers.IntegerField()
     seq = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=[state.value for state in EvidenceState])
+    status = serializers.ChoiceField(choices=OBSERVATION_STATES)
     error = serializers.CharField(allow_blank=True)
     source = serializers.CharField(allow_blank=True)  # type: ignore[assignment]
     text = serializers.CharField(allow_blank=True)
@@ -94,10 +97,7 @@ class ObservationOut(Out):
                                    "extraction).")
     note = serializers.CharField(
         allow_blank=True, help_text="Said in words when a committed observation yielded no fact.")
-    replayed = serializers.BooleanField(
-        required=False, help_text="True when the idempotency_key was used before with the same "
-                                  "request: this is the first observation, nothing new was "
-                                  "stored.")
+    replayed = serializers.BooleanField(required=False, help_text=REPLAYED)
 
 
 class ErrorOut(Out):
@@ -153,7 +153,7 @@ class CellOut(Out):
 
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True, allow_blank=True)
-    status = serializers.ChoiceField(choices=[status.value for status in CellStatus])
+    status = serializers.ChoiceField(choices=CELL_STATUSES)
     version = serializers.IntegerField(allow_null=True)
     support = serializers.IntegerField()
     alternatives = AlternativeOut(many=True)
@@ -172,7 +172,7 @@ class CellRowOut(Out):
 
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True, allow_blank=True)
-    status = serializers.ChoiceField(choices=[status.value for status in CellStatus])
+    status = serializers.ChoiceField(choices=CELL_STATUSES)
     version = serializers.IntegerField(allow_null=True)
     support = serializers.IntegerField(allow_null=True)
     updated_at = serializers.DateTimeField(required=False)
@@ -285,6 +285,7 @@ class TombstoneNodeOut(Out):
     created_at = serializers.DateTimeField()
 
 
+EDGE_TYPES = ["supported_by", "supersedes", "alternative_of", "revokes", "restores"]
 _NODES: dict[str, type[Out]] = {"version": VersionNodeOut, "evidence": EvidenceNodeOut,
                                 "operation": OperationNodeOut, "tombstone": TombstoneNodeOut}
 
@@ -302,8 +303,7 @@ class GraphNodeField(OneOf):
 class GraphEdgeOut(Out):
     source = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
     target = serializers.CharField()
-    type = serializers.ChoiceField(choices=["supported_by", "supersedes", "alternative_of",
-                                            "revokes", "restores"])
+    type = serializers.ChoiceField(choices=EDGE_TYPES)
 
 
 class GraphWindowOut(Out):
