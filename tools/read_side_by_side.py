@@ -25,11 +25,12 @@ import statistics
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parents[1]
-NAMESPACE = "side-by-side"
+NAMESPACE = "side-by-side"  # and a suffix per run: a namespace's rows are never deleted
 USER, PASSWORD = "side-by-side", "side-by-side"
 LONG_KEY = "long_key"
 
@@ -57,7 +58,7 @@ def _call(client: Any, method: str, path: str, body: dict[str, Any] | None) -> A
     return client.get(path)
 
 
-def worker(token: str) -> None:
+def worker(token: str, namespace: str) -> None:
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
@@ -72,7 +73,7 @@ def worker(token: str) -> None:
     api = Client(HTTP_AUTHORIZATION=f"Token {token}")
     browser = Client()
     browser.force_login(get_user_model().objects.get(username=USER))
-    table = reads(NAMESPACE)
+    table = reads(namespace)
     print(json.dumps({"ready": memory.__file__}), flush=True)
     for line in sys.stdin:
         ask = json.loads(line)
@@ -93,8 +94,9 @@ def worker(token: str) -> None:
 # --- the driver -----------------------------------------------------------------------------------
 
 
-def seed(versions: int, cells: int) -> str:
-    """The namespace both sides read, made by this (--after) checkout; the API token."""
+def seed(versions: int, cells: int) -> tuple[str, str]:
+    """The namespace both sides read, made by this (--after) checkout: its name, an API
+    token."""
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
@@ -103,13 +105,12 @@ def seed(versions: int, cells: int) -> str:
     from django.core.management import call_command
 
     from bench.history_seed import seed_key
-    from memory.models import Namespace
     from memory.services import namespace_create, observations_ingest, operation_apply, token_create
+    from memory.services.embeddings import cells_refresh_embeddings
     from memory.services.frontier import frontier_flush, frontier_flush_wait
 
     call_command("migrate", verbosity=0)
-    Namespace.objects.filter(name=NAMESPACE).delete()
-    ns = namespace_create(name=NAMESPACE)
+    ns = namespace_create(name=f"{NAMESPACE}-{uuid.uuid4().hex[:6]}")
     for first in range(0, cells * 2 // 30, 50):
         observations_ingest(namespace=ns, observations=[
             {"facts": [{"key": f"entity_{(i * 30 + j) % cells}_attr", "value": f"value {i} of {j}"}
@@ -118,18 +119,20 @@ def seed(versions: int, cells: int) -> str:
                     actor="user:sbs", explicit=True)
     operation_apply(namespace=ns, key="entity_8_attr", op="revoke", actor="user:sbs",
                     explicit=True)
-    seed_key(ns, LONG_KEY, versions)
+    # A long key, embedded as every committed cell is (the bulk seed writes no vectors).
+    cells_refresh_embeddings(cell_ids=[seed_key(ns, LONG_KEY, versions).pk])
     frontier_flush_wait()
     frontier_flush(namespace_id=ns.pk)
     users = get_user_model().objects
     if not users.filter(username=USER).exists():
         users.create_superuser(USER, "sbs@example.org", PASSWORD)
-    return token_create(namespace=ns, client="side-by-side", scope="read").key
+    return ns.name, token_create(namespace=ns, client="side-by-side", scope="read").key
 
 
-def start(checkout: Path, token: str) -> subprocess.Popen[str]:
+def start(checkout: Path, token: str, namespace: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(checkout)}
-    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", token],
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--worker", token,
+                             "--namespace", namespace],
                             cwd=checkout, env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     ready = json.loads(proc.stdout.readline())  # type: ignore[union-attr]
@@ -153,10 +156,12 @@ def main() -> None:
     parser.add_argument("--cells", type=int, default=1500)
     parser.add_argument("--out", type=Path, default=HERE / "bench/results/read-side-by-side.json")
     parser.add_argument("--plot", type=Path, default=HERE / "bench/figures/read-side-by-side.png")
+    parser.add_argument("--only", default="", help="the reads whose name holds this text")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--namespace", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker)
+        worker(args.worker, args.namespace)
         return
     os.environ.setdefault("PMEM_DATA_DIR", str(HERE / "var/side-by-side"))
     from pmem_site import embedded
@@ -164,10 +169,10 @@ def main() -> None:
     embedded.start()
     os.environ.setdefault("DATABASE_URL", embedded.database_url())
     os.environ.setdefault("REDIS_URL", embedded.broker_url())
-    token = seed(args.versions, args.cells)
-    sides = {"before": start(args.before.resolve(), token),
-             "after": start(args.after.resolve(), token)}
-    table = list(reads(NAMESPACE))
+    namespace, token = seed(args.versions, args.cells)
+    sides = {"before": start(args.before.resolve(), token, namespace),
+             "after": start(args.after.resolve(), token, namespace)}
+    table = [r for r in reads(namespace) if args.only in r]
     runs: dict[str, dict[str, list[dict[str, Any]]]] = {r: {"before": [], "after": []}
                                                          for r in table}
     for read in table:  # warm both: caches, prepared statements, the token's last use
