@@ -3,7 +3,7 @@ the latency and the statement count of the same reads on two checkouts of P-Mem,
 database, interleaved.
 
     .venv/bin/python tools/read_side_by_side.py --before /tmp/pmem-main --after . \\
-        [--rounds 12] [--calls 20] [--out bench/results/read-side-by-side.json]
+        [--rounds 12] [--calls 20] [--only TEXT] [--out bench/out/read-side-by-side.json]
 
 The driver starts (or joins) the embedded PostgreSQL of ``PMEM_DATA_DIR`` (default
 ``var/side-by-side``) and seeds one namespace through the ``--after`` checkout's services
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--versions", type=int, default=2000)
     parser.add_argument("--cells", type=int, default=1500)
-    parser.add_argument("--out", type=Path, default=HERE / "bench/results/read-side-by-side.json")
+    parser.add_argument("--out", type=Path, default=HERE / "bench/out/read-side-by-side.json")
     parser.add_argument("--plot", type=Path, default=HERE / "bench/figures/read-side-by-side.png")
     parser.add_argument("--only", default="", help="the reads whose name holds this text")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
