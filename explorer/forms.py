@@ -7,7 +7,15 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from memory.domain import DISCLOSURES, LOG_TYPES, VALUE_OPS, CellStatus, OpType, Role
+from memory.domain import (
+    BIGINT_MAX,
+    DISCLOSURES,
+    LOG_TYPES,
+    VALUE_OPS,
+    CellStatus,
+    OpType,
+    Role,
+)
 from memory.domain.scopes import (
     DEFAULT_SCOPE,
     MAX_BOUND_SOURCES,
@@ -76,7 +84,7 @@ class LogFilter(forms.Form):
     op = forms.ChoiceField(required=False, choices=[("", "any")] + [(t, t) for t in LOG_TYPES])
     actor = forms.CharField(required=False, max_length=200, strip=True)
     source = forms.CharField(required=False, max_length=200, strip=True)
-    before = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+    before = forms.IntegerField(required=False, min_value=1, max_value=BIGINT_MAX)
 
 
 DISCLOSE = tuple((name, name) for name in DISCLOSURES)

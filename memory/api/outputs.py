@@ -192,7 +192,7 @@ class CellListOut(Out):
 
 
 class HistoryPageOut(Out):
-    omit = {"as_of": None}
+    omit = {"as_of": None, "total_capped": False}
 
     results = VersionOut(many=True)
     next = serializers.CharField(allow_null=True, help_text="cursor for `before`")
