@@ -60,7 +60,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy
-	$(BIN)/python tools/check_size.py memory
+	$(BIN)/python tools/check_size.py memory --modules memory explorer pmem_site pmem_mcp pmem_client static/explorer
 
 bench: install
 	$(BIN)/python manage.py pmem_bench alfworld-revision --cases 20

@@ -211,5 +211,5 @@ def run_cost_scenario(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]
     run_config, results = measure(
         config.cases or 50, base_url=getattr(client, "base_url", None),
         model=getattr(client, "model", None),
-        embed_base_url=getattr(settings, "PMEM_EMBED_BASE_URL", "") or None)
+        embed_base_url=settings.PMEM_EMBED_BASE_URL or None)
     return run_config, [{k: v for k, v in r.items() if k != "rows"} for r in results]

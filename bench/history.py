@@ -1,4 +1,4 @@
-"""``pmem_bench history``: long histories and time travel (issue 14; SPEC §9, §10).
+"""``pmem_bench history``: long histories and time travel (SPEC §9, §10).
 
 One key per size (100, 1,000, 10,000 and 100,000 versions; ``--scale full`` adds 1,000,000;
 ``--scale small`` stops at 10,000), written with set-based SQL exactly as the commit writes it

@@ -1,4 +1,4 @@
-"""The explorer's part of ``pmem_bench history`` (issue 14): the cell page of a long key.
+"""The explorer's part of ``pmem_bench history``: the cell page of a long key.
 
 - **server**: the explorer's cell page (HTML) and the requests its scripts make on load (the
   graph window, the timeline), each timed in-process through Django's full request path

@@ -8,14 +8,17 @@ A namespace the user is not a member of answers 404, so its existence does not l
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
-from django.db.models import QuerySet
 from django.http import Http404
 
 from memory.domain import SUPERUSER, may_act, may_manage
-from memory.models import Membership, Namespace
+from memory.selectors import member_role, namespace_named
+
+if TYPE_CHECKING:  # the explorer reads through memory.selectors; the model is a type here
+    from memory.models import Namespace
 
 
 @dataclass(frozen=True)
@@ -34,25 +37,16 @@ class Access:
         return may_manage(self.role)
 
 
-def visible_namespaces(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Namespace]:
-    if getattr(user, "is_superuser", False):
-        return Namespace.objects.all()
-    if user.pk is None:  # anonymous: no memberships
-        return Namespace.objects.none()
-    return Namespace.objects.filter(members__user_id=user.pk)
-
-
 def namespace_access(user: AbstractBaseUser | AnonymousUser, name: str) -> Access:
     """The user's access to namespace ``name``; Http404 when there is none (or no such name)."""
-    namespace = Namespace.objects.filter(name=name).first()
+    namespace = namespace_named(name)
     if namespace is None:
         raise Http404("no such namespace")
     if getattr(user, "is_superuser", False):
         return Access(namespace, SUPERUSER)
     if user.pk is None:
         raise Http404("no such namespace")
-    role = (Membership.objects.filter(namespace=namespace, user_id=user.pk)
-            .values_list("role", flat=True).first())
+    role = member_role(namespace=namespace, user_id=user.pk)
     if role is None:
         raise Http404("no such namespace")
     return Access(namespace, role)

@@ -7,7 +7,15 @@ from typing import Any
 from django import forms
 from django.conf import settings
 
-from memory.domain import DISCLOSURES, LOG_TYPES, VALUE_OPS, CellStatus, OpType
+from memory.domain import (
+    BIGINT_MAX,
+    DISCLOSURES,
+    LOG_TYPES,
+    VALUE_OPS,
+    CellStatus,
+    OpType,
+    Role,
+)
 from memory.domain.scopes import (
     DEFAULT_SCOPE,
     MAX_BOUND_SOURCES,
@@ -15,7 +23,6 @@ from memory.domain.scopes import (
     Scope,
     clean_sources,
 )
-from memory.models import Membership
 
 #: The typed operations a reviewer may ask for on the cell page (SPEC §3), as it labels them.
 OPS = (
@@ -77,7 +84,7 @@ class LogFilter(forms.Form):
     op = forms.ChoiceField(required=False, choices=[("", "any")] + [(t, t) for t in LOG_TYPES])
     actor = forms.CharField(required=False, max_length=200, strip=True)
     source = forms.CharField(required=False, max_length=200, strip=True)
-    before = forms.IntegerField(required=False, min_value=1, max_value=2**63 - 1)
+    before = forms.IntegerField(required=False, min_value=1, max_value=BIGINT_MAX)
 
 
 DISCLOSE = tuple((name, name) for name in DISCLOSURES)
@@ -94,9 +101,9 @@ class ReadForm(forms.Form):
 
 SCOPES = ((Scope.WRITE.value, "write — observe and read"), (Scope.READ.value, "read — reads only"),
           (Scope.REVIEW.value, "review — also human operations and erase"))
-ROLES = ((Membership.Role.VIEWER.value, "viewer — sees"),
-         (Membership.Role.REVIEWER.value, "reviewer — also acts on cells"),
-         (Membership.Role.ADMIN.value, "admin — also manages members and tokens"))
+ROLES = ((Role.VIEWER.value, "viewer — sees"),
+         (Role.REVIEWER.value, "reviewer — also acts on cells"),
+         (Role.ADMIN.value, "admin — also manages members and tokens"))
 
 
 class TokenForm(forms.Form):
@@ -122,7 +129,7 @@ class TokenForm(forms.Form):
 
 class MemberForm(forms.Form):
     username = forms.CharField(max_length=150, strip=True)
-    role = forms.ChoiceField(choices=ROLES, initial=Membership.Role.VIEWER.value)
+    role = forms.ChoiceField(choices=ROLES, initial=Role.VIEWER.value)
 class EraseForm(forms.Form):
     """A privacy erase is confirmed by typing the key: there is no undo. (No reason field: a
     reason could quote the very value being erased, and the audit row keeps no content.)"""

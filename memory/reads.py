@@ -1,9 +1,10 @@
 """Reads for agents by mode (SPEC §7): the one registry of read modes, and the reads that
 need a model.
 
-A mode is one :class:`ReadMode` entry — its name, default ``k``, whether it needs a model, the
-answer prompt that reads its context, and the function that reads — and the API, the explorer,
-the answer step and the benchmarks all take their modes from :data:`READ_MODES`. Selectors
+A mode is one :class:`ReadMode` entry — what it is (:mod:`memory.domain.readmodes`: its name,
+title, help text, default ``k``, whether it needs a model, the answer prompt that reads its
+context) and the function that reads — and the API, the explorer, the answer step and the
+benchmarks all take their modes from :data:`READ_MODES`. Selectors
 never call a model: the pruned read and the iterative answer compose selectors with the model
 steps of :mod:`memory.llm` here, above both.
 """
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from memory.domain.readmodes import ANSWER_MODE_NAMES, ITERATIVE, READ_MODE_SPECS, ReadModeSpec
 from memory.llm import pruning
 from memory.llm.client import ModelClient, client_from_settings
 from memory.llm.readout import AnswerResult, answer, lookup_step
@@ -32,16 +34,39 @@ from memory.selectors import (
 
 @dataclass(frozen=True)
 class ReadMode:
-    name: str
-    title: str  # as the explorer's comparison names it
-    default_k: int
-    needs_model: bool
-    prompt: str  # the answer prompt that reads this mode's context: "state" or "flat"
-    read: Callable[..., ReadResult]  # (namespace=, query=, k=, disclose=, gate=, as_of=)
+    """A read mode: what it is (:class:`memory.domain.readmodes.ReadModeSpec`) and the function
+    that reads, ``(namespace=, query=, k=, disclose=, gate=, as_of=) -> ReadResult``."""
+
+    spec: ReadModeSpec
+    read: Callable[..., ReadResult]
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def title(self) -> str:
+        return self.spec.title
+
+    @property
+    def help(self) -> str:
+        return self.spec.help
+
+    @property
+    def default_k(self) -> int:
+        return self.spec.default_k
+
+    @property
+    def needs_model(self) -> bool:
+        return self.spec.needs_model
+
+    @property
+    def prompt(self) -> str:
+        return self.spec.prompt
 
 
 def _frontier(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
-              gate: bool, as_of: datetime | None = None) -> ReadResult:
+              gate: bool, as_of: datetime | None) -> ReadResult:
     if as_of is not None:
         return frontier_read_as_of(namespace=namespace, query=query, k=k, disclose=disclose,
                                    as_of=as_of)
@@ -49,29 +74,27 @@ def _frontier(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
 
 
 def _raw(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
-         gate: bool, as_of: datetime | None = None) -> ReadResult:
+         gate: bool, as_of: datetime | None) -> ReadResult:
     return raw_read(namespace=namespace, query=query, k=k, as_of=as_of)
 
 
 def _raw_ordered(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
-                 gate: bool, as_of: datetime | None = None) -> ReadResult:
+                 gate: bool, as_of: datetime | None) -> ReadResult:
     return raw_read(namespace=namespace, query=query, k=k, ordered=True, as_of=as_of)
 
 
 def _pruned(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
-            gate: bool, as_of: datetime | None = None) -> ReadResult:
+            gate: bool, as_of: datetime | None) -> ReadResult:
     return pruned_read(namespace=namespace, query=query, k=k, gate=gate, as_of=as_of)
 
 
-READ_MODES: dict[str, ReadMode] = {mode.name: mode for mode in (
-    ReadMode("frontier", "Frontier", 12, False, "state", _frontier),
-    ReadMode("raw", "Raw", 10, False, "flat", _raw),
-    ReadMode("raw_ordered", "Raw + order tags", 10, False, "flat", _raw_ordered),
-    ReadMode("pruned", "Pruned", 12, True, "flat", _pruned),
-)}
-#: The answer step reads in every read mode, and in one of its own: the iterative readout.
-ITERATIVE = "iterative"
-ANSWER_MODES: tuple[str, ...] = (*READ_MODES, ITERATIVE)
+_READERS: dict[str, Callable[..., ReadResult]] = {
+    "frontier": _frontier, "raw": _raw, "raw_ordered": _raw_ordered, "pruned": _pruned}
+#: Every read mode, in the order the explorer compares them (a mode without a function here
+#: fails at import, not at its first read).
+READ_MODES: dict[str, ReadMode] = {spec.name: ReadMode(spec, _READERS[spec.name])
+                                   for spec in READ_MODE_SPECS}
+ANSWER_MODES: tuple[str, ...] = ANSWER_MODE_NAMES
 
 
 def read(mode: str, *, namespace: Any, query: str, k: int | None = None,
@@ -80,9 +103,6 @@ def read(mode: str, *, namespace: Any, query: str, k: int | None = None,
     """Read ``namespace`` for ``query`` in ``mode`` (a key of :data:`READ_MODES`), now or as
     memory was at ``as_of`` (SPEC §9)."""
     entry = READ_MODES[mode]
-    if as_of is None:  # every mode's function takes as_of; the present calls stay as they were
-        return entry.read(namespace=namespace, query=query, k=k or entry.default_k,
-                          disclose=tuple(disclose), gate=gate)
     return entry.read(namespace=namespace, query=query, k=k or entry.default_k,
                       disclose=tuple(disclose), gate=gate, as_of=as_of)
 
@@ -122,11 +142,14 @@ def model_answer(mode: str, *, client: ModelClient, namespace: Any, query: str,
                  gate: bool = False) -> AnswerResult:
     """A model answers ``query`` from a read in ``mode`` (one of :data:`ANSWER_MODES`)."""
     if mode == ITERATIVE:
-        return iterative_answer(client, namespace=namespace, question=query, k=k or 12,
-                                disclose=tuple(disclose))
-    context = read(mode, namespace=namespace, query=query, k=k, disclose=disclose,
-                   gate=gate).context
-    return answer(client, question=query, context=context, prompt=READ_MODES[mode].prompt)
+        result = iterative_answer(client, namespace=namespace, question=query, k=k or 12,
+                                  disclose=tuple(disclose))
+    else:
+        context = read(mode, namespace=namespace, query=query, k=k, disclose=disclose,
+                       gate=gate).context
+        result = answer(client, question=query, context=context, prompt=READ_MODES[mode].prompt)
+    result.mode = mode
+    return result
 
 
 def iterative_answer(client: ModelClient, *, namespace: Any, question: str, k: int = 12,

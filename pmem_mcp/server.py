@@ -20,9 +20,13 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 import pmem_client
+from memory.domain.readmodes import AGENT_MODE, READ_MODE_NAMES
 from pmem_client import AsyncClient, to_json
 
 T = TypeVar("T")
+#: The read modes the recall tool offers: the registry's (memory.reads.READ_MODES), whose names
+#: live in memory.domain, which needs no Django (this server runs without it).
+ReadMode = Literal[READ_MODE_NAMES]  # type: ignore[valid-type]
 ClientFor = Callable[[], AsyncClient]
 ToolFn = TypeVar("ToolFn", bound=Callable[..., Awaitable[Any]])
 
@@ -239,8 +243,7 @@ def _add_read_tools(server: MCPServer, client_for: ClientFor) -> None:
         "the memory as it was at that time."))
     async def recall(
         query: Annotated[str, Field(description="The question or topic.")],
-        mode: Annotated[Literal["frontier", "raw", "raw_ordered", "pruned"],
-                        Field(description="What to read.")] = "frontier",
+        mode: Annotated[ReadMode, Field(description="What to read.")] = AGENT_MODE,
         k: Annotated[int | None, Field(description="How many items at most.", ge=1)] = None,
         as_of: Annotated[str | None, Field(description="Read as of this time.")] = None,
     ) -> dict[str, Any]:

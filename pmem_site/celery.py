@@ -31,7 +31,7 @@ def _serve_metrics(**_: Any) -> None:
     (``GET /metrics``; the web's /metrics shows them when both share a data directory)."""
     from django.conf import settings
 
-    port = int(getattr(settings, "PMEM_METRICS_PORT", 0) or 0)
+    port = settings.PMEM_METRICS_PORT
     if port:
         from .metrics import serve_worker_metrics
 

@@ -206,6 +206,9 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Two vocabularies answer under a field named "status": each enum named for what it is.
+    "ENUM_NAME_OVERRIDES": {"CellStatusEnum": "memory.api.outputs.CELL_STATUSES",
+                            "ObservationStatusEnum": "memory.api.outputs.OBSERVATION_STATES"},
 }
 
 # --- P-Mem: model endpoints and limits ---------------------------------------------------
@@ -224,6 +227,9 @@ PMEM_EMBED_BASE_URL = env_str("PMEM_EMBED_BASE_URL")
 PMEM_EMBED_MODEL = env_str("PMEM_EMBED_MODEL")
 PMEM_EMBED_API_KEY = env_str("PMEM_EMBED_API_KEY") or PMEM_LLM_API_KEY
 PMEM_EMBED_DIM = 384  # fixed by the vector columns' migration
+# Ask an embeddings endpoint for PMEM_EMBED_DIM dimensions (the ``dimensions`` parameter,
+# which most servers refuse): off, vectors are fitted to the columns here (memory/llm/fit.py).
+PMEM_EMBED_REQUEST_DIMENSIONS = False
 PMEM_IDENTITY_THRESHOLD = env_float("PMEM_IDENTITY_THRESHOLD", 0.72)
 # Server-side prepared statements (the point read, the commit's bulk statements); turn off
 # behind a transaction-pooling PgBouncer (which cannot keep them across transactions).

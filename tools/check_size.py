@@ -1,15 +1,26 @@
 """`make lint`: no class in memory/ over 200 lines, no function over 60 (migrations aside:
 they are generated schema, reviewed as such). Counts lines from the ``def``/``class`` line
-(decorators included) to the last line of the body, docstrings and comments included."""
+(decorators included) to the last line of the body, docstrings and comments included.
+
+With ``--modules DIR…``: no Python module under those folders over 450 lines and no script
+over 350, unless its first lines say why ("over 450 lines on purpose" / "over 350 lines on
+purpose", with the reason): a long module is a design decision, stated where it is read."""
 
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
 MAX_CLASS = 200
 MAX_FUNCTION = 60
+MAX_MODULE = {".py": 450, ".js": 350}
+#: Where a long module says why: in its first lines.
+REASON = re.compile(r"over \d+ lines on purpose", re.IGNORECASE)
+#: Modules over the limit that another branch is rewriting now; each leaves this list when it
+#: is split or says why.
+PENDING = {"memory/services/observations.py"}
 
 
 def oversized(path: Path) -> list[str]:
@@ -25,13 +36,31 @@ def oversized(path: Path) -> list[str]:
     return found
 
 
-def main(roots: list[str]) -> int:
-    problems = [problem for root in roots for path in sorted(Path(root).rglob("*.py"))
+def long_module(path: Path) -> str | None:
+    lines = path.read_text().splitlines()
+    limit = MAX_MODULE[path.suffix]
+    if len(lines) <= limit or path.as_posix() in PENDING:
+        return None
+    if REASON.search("\n".join(lines[:12])):
+        return None
+    return f"{path}: {len(lines)} lines (at most {limit}, or say why in its first lines)"
+
+
+def main(args: list[str]) -> int:
+    roots = args[:args.index("--modules")] if "--modules" in args else args
+    module_roots = args[args.index("--modules") + 1:] if "--modules" in args else []
+    problems = [problem for root in roots or ["memory"] for path in sorted(Path(root).rglob("*.py"))
                 if "migrations" not in path.parts for problem in oversized(path)]
+    problems += [problem for root in module_roots for suffix in MAX_MODULE
+                 for path in sorted(Path(root).rglob(f"*{suffix}"))
+                 if "migrations" not in path.parts
+                 for problem in [long_module(path)] if problem]
     print("\n".join(problems) or f"sizes: every class ≤ {MAX_CLASS} lines, "
-                                   f"every function ≤ {MAX_FUNCTION}")
+                                   f"every function ≤ {MAX_FUNCTION}"
+                                   + (", every module ≤ 450 lines, every script ≤ 350 (or says"
+                                      " why)" if module_roots else ""))
     return 1 if problems else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:] or ["memory"]))
+    sys.exit(main(sys.argv[1:]))

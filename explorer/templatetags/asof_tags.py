@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from urllib.parse import urlencode
 
 from django import template
 from django.urls import reverse
 
+from explorer.http import as_of_param
+from memory.selectors.timeline import TICK
+
 register = template.Library()
-
-#: Operations are committed at microsecond resolution: "just before" one is a microsecond
-#: earlier, "just after" is its own commit time (as of T includes what committed at T).
-TICK = timedelta(microseconds=1)
-
-
-def as_of_param(moment: datetime) -> str:
-    """The canonical ``as_of`` of a URL: ISO 8601 in UTC, to the microsecond, with its zone."""
-    return moment.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 @register.simple_tag

@@ -27,17 +27,24 @@ def badge(status: str | None) -> SafeString:
     return format_html('<span class="badge badge-{}">{}</span>', css, word)
 
 
+def utc_text(moment: datetime, timespec: str = "auto") -> tuple[str, str]:
+    """A moment as the server writes it, in UTC: ``(ISO 8601, "2026-12-01 14:03:05")``. Every
+    time a page shows is written here (the ``when`` tag, the history table's rows) and turned
+    into the reader's local time by dates.js, with UTC kept on hover."""
+    utc = moment.astimezone(UTC)
+    return utc.isoformat(timespec=timespec), utc.strftime("%Y-%m-%d %H:%M:%S")
+
+
 @register.simple_tag
 def when(moment: datetime | None, relative: bool = False) -> SafeString:
     """A moment with its year and zone: UTC from the server (``2026-12-01 14:03 UTC``), turned
-    into the reader's local time by common.js, with UTC kept on hover (the title)."""
+    into the reader's local time by dates.js, with UTC kept on hover (the title)."""
     if moment is None:
         return format_html('<span class="muted">—</span>')
-    utc = moment.astimezone(UTC)
-    iso = utc.isoformat(timespec="seconds").replace("+00:00", "Z")
-    ago = format_html(' <span class="ago">({})</span>', _ago(utc)) if relative else ""
-    return format_html('<time datetime="{}" title="{} UTC" data-local>{} UTC</time>{}', iso,
-                       utc.strftime("%Y-%m-%d %H:%M:%S"), utc.strftime("%Y-%m-%d %H:%M"), ago)
+    iso, text = utc_text(moment, timespec="seconds")
+    ago = format_html(' <span class="ago">({})</span>', _ago(moment)) if relative else ""
+    return format_html('<time datetime="{}" title="{} UTC" data-local>{} UTC</time>{}',
+                       iso.replace("+00:00", "Z"), text, text[:16], ago)
 
 
 def _ago(moment: datetime) -> str:

@@ -17,8 +17,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_handler
 
 from memory import metrics
-from memory.domain import InvalidOperation
-from memory.history import HistoryError
+from memory.domain import BadParameter, InvalidOperation
+from memory.domain.instants import TimeRefused
 from memory.services import CellNotFound, IdempotencyConflict, InvalidName, SourceRefused
 
 
@@ -56,8 +56,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, CellNotFound):
         return Response({"error": f"no cell with key {exc.key!r}", "field": "key"},
                         status=status.HTTP_404_NOT_FOUND)
-    if isinstance(exc, HistoryError):  # a cursor or version of another key, an empty search
-        return Response({"error": f"{exc.field}: {exc}", "field": exc.field}, status=400)
+    if isinstance(exc, TimeRefused):  # a time refused: answered like any refused input
+        exc = exceptions.ValidationError({exc.field: exc.message})
+    elif isinstance(exc, BadParameter):  # a cursor or version of another key, an empty search
+        return Response({"error": str(exc), "field": exc.field}, status=400)
     if isinstance(exc, SourceRefused):  # SPEC §8: a source this token may not claim
         return Response({"error": str(exc), "field": "source"}, status=status.HTTP_403_FORBIDDEN)
     if isinstance(exc, IdempotencyConflict):  # the first observation stays as it was

@@ -1,24 +1,33 @@
-"""Query parameters of the long-history and time-travel reads (CONTRACT, "Long histories and
-time travel"): each refusal is a 400 naming the parameter."""
+"""Query parameters of the API's reads (CONTRACT, "Long histories and time travel", the paged
+lists): each refusal is a 400 naming the parameter. Times are read by the one parser of times,
+:func:`memory.domain.instants.parse_instant`, whose refusal the exception handler answers."""
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from rest_framework import exceptions
+from rest_framework.request import Request
 
-from memory.domain.instants import TimeRefused, parse_instant
-from memory.history import HistoryError
+from memory.domain import BIGINT_MAX
+
+#: Default and largest page of a paged list (cells, operations).
+PAGE_DEFAULT = 50
+PAGE_MAX = 500
 
 
-def parse_as_of(raw: str | None, field: str = "as_of") -> datetime | None:
-    """An ISO-8601 time with a zone (``Z`` or an offset), in UTC; else a 400 naming ``field``
-    (the one reading of times, :mod:`memory.domain.instants`)."""
-    try:
-        return parse_instant(raw, field=field)
-    except TimeRefused as refused:
-        raise exceptions.ValidationError({refused.field: refused.message}) from None
+def digits(raw: str) -> int | None:
+    """A non-negative integer written in ASCII digits, else None. (``str.isdigit`` alone is
+    true of '²' and '①', which ``int`` refuses; and ``int`` alone takes '٣', '+3', ' 3'.)"""
+    return int(raw) if raw.isascii() and raw.isdigit() else None
+
+
+def page_limit(request: Request, default: int = PAGE_DEFAULT) -> int:
+    limit = digits(request.query_params.get("limit", str(default)))
+    if limit is None or not 1 <= limit <= PAGE_MAX:
+        raise exceptions.ValidationError({"limit": f"an integer from 1 to {PAGE_MAX}"})
+    return limit
 
 
 def bounded_int(params: Any, name: str, *, default: int, low: int, high: int) -> int:
@@ -41,6 +50,27 @@ def version_id(params: Any, name: str) -> int | None:
     return int(raw)
 
 
-def refused(error: HistoryError) -> exceptions.ValidationError:
-    """A history read's refusal as the API's 400 naming the parameter."""
-    return exceptions.ValidationError({error.field: str(error)})
+def operation_before(params: Any) -> int | None:
+    """The operation log's ``before`` cursor (an operation id), else 400 naming it."""
+    raw = params.get("before")
+    if raw is None:
+        return None
+    before = digits(raw)
+    if before is None or before > BIGINT_MAX:
+        raise exceptions.ValidationError({"before": "an operation id"})
+    return before
+
+
+def zero_or_one(params: Any, name: str) -> bool:
+    """A switch: ``0``/``false`` (the default) or ``1``/``true``, else 400 naming it."""
+    raw = params.get(name, "0")
+    if raw not in ("0", "1", "true", "false"):
+        raise exceptions.ValidationError({name: "0 or 1"})
+    return raw in ("1", "true")
+
+
+def next_url(request: Request, **params: Any) -> str:
+    """This request's URL with ``params`` replaced: the next page's."""
+    query = {k: v for k, v in request.query_params.items() if k not in params}
+    query.update(params)
+    return request.build_absolute_uri(request.path) + "?" + urlencode(query)

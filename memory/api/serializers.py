@@ -1,4 +1,5 @@
-"""Input and output shapes of the HTTP API. Validation only: no logic, no writes."""
+"""Input shapes of the HTTP API: validation only, no logic, no writes. (What it answers is in
+:mod:`memory.api.outputs`.)"""
 
 from __future__ import annotations
 
@@ -9,17 +10,15 @@ from django.conf import settings
 from rest_framework import serializers
 
 from memory.domain import (
+    BIGINT_MAX,
     DISCLOSURES,
     KEY_MAX_CHARS,
     OBSERVATION_OPS,
     VALUE_OPS,
-    CellStatus,
-    EvidenceState,
     OpType,
     normalize_key,
 )
 from memory.domain.instants import TimeRefused, parse_instant
-from memory.domain.scopes import Scope
 from memory.reads import ANSWER_MODES, READ_MODES
 
 
@@ -65,7 +64,6 @@ class StrictBooleanField(serializers.BooleanField):
         return data
 
 
-BIGINT_MAX = 2**63 - 1
 #: What the cell-operations endpoint takes (``restore`` included) ...
 OPS = [o.value for o in OpType]
 #: ... and what a fact of an observation may carry (``restore`` is a person's, SPEC §3).
@@ -145,79 +143,6 @@ class ObservationIn(serializers.Serializer):
         return attrs
 
 
-
-class OperationSummaryOut(serializers.Serializer):
-    op = serializers.CharField()
-    key = serializers.CharField()
-    value = serializers.CharField(allow_null=True)
-    version = serializers.IntegerField(allow_null=True)
-    status = serializers.CharField(allow_null=True)
-    reason = serializers.CharField()
-    actor = serializers.CharField()
-    method = serializers.CharField()
-    source = serializers.CharField(allow_blank=True)  # type: ignore[assignment]
-
-
-class DroppedFactOut(serializers.Serializer):
-    key = serializers.CharField(allow_blank=True)
-    value = serializers.CharField(allow_blank=True)
-    reason = serializers.CharField()
-
-
-class ExtractionOut(serializers.Serializer):
-    extractor = serializers.CharField(allow_null=True)
-    raw = serializers.CharField(allow_blank=True, help_text="the model's answer as received")
-    error = serializers.CharField(allow_null=True)
-    dropped = DroppedFactOut(many=True, help_text="facts a model extracted that were refused "
-                                                  "before anything was written")
-
-
-class ObservationOut(serializers.Serializer):
-    id = serializers.IntegerField()
-    seq = serializers.IntegerField()
-    status = serializers.ChoiceField(choices=[state.value for state in EvidenceState])
-    error = serializers.CharField(allow_blank=True)
-    operations = OperationSummaryOut(many=True, required=False)
-    extraction = ExtractionOut(allow_null=True, required=False)
-    facts_found = serializers.IntegerField(
-        allow_null=True, required=False,
-        help_text="How many facts the observation yielded (null before extraction).")
-    note = serializers.CharField(
-        allow_blank=True, required=False,
-        help_text="Said in words when a committed observation yielded no fact.")
-    replayed = serializers.BooleanField(
-        required=False,
-        help_text="True when the idempotency_key was used before with the same request: "
-                  "this is the first observation, nothing new was stored.")
-
-
-class ErrorOut(serializers.Serializer):
-    error = serializers.CharField()
-    field = serializers.CharField(required=False, help_text="the input at fault")
-    observation = serializers.IntegerField(
-        required=False, help_text="409 of a reused idempotency_key: the first observation")
-
-
-class MentionOut(serializers.Serializer):
-    kind = serializers.ChoiceField(choices=["cell", "operation", "evidence"])
-    id = serializers.IntegerField()
-    key = serializers.CharField(required=False)
-
-
-class EraseReportOut(serializers.Serializer):
-    key = serializers.CharField()
-    redacted_evidence = serializers.IntegerField()
-    versions_erased = serializers.IntegerField()
-    mentions = MentionOut(many=True)
-    mentions_truncated = serializers.BooleanField()
-    values_unsearched = serializers.IntegerField(
-        help_text="erased values the mention search could not look up")
-    values_unsearched_by_reason = serializers.DictField(
-        child=serializers.IntegerField(),
-        help_text="why: no_letter_or_digit (nothing a full-text index holds), out_of_time "
-                  "(the search's time was spent before it reached them)")
-
-
 class CellOpIn(serializers.Serializer):
     op = serializers.ChoiceField(choices=OPS)
     value = _value_field()
@@ -226,149 +151,6 @@ class CellOpIn(serializers.Serializer):
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         return _check_op_args(attrs)
-
-
-class VersionOut(serializers.Serializer):
-    version = serializers.IntegerField()
-    value = serializers.CharField()
-    status = serializers.CharField()
-    valid_from = serializers.DateTimeField()
-    valid_to = serializers.DateTimeField(allow_null=True)
-    ordinal = serializers.IntegerField(required=False, help_text="1-based position in the key's history")
-
-
-class AlternativeOut(serializers.Serializer):
-    version = serializers.IntegerField()
-    value = serializers.CharField()
-    support = serializers.IntegerField()
-
-
-class CellOut(serializers.Serializer):
-    key = serializers.CharField()
-    value = serializers.CharField(allow_null=True)
-    status = serializers.ChoiceField(choices=[status.value for status in CellStatus])
-    version = serializers.IntegerField(allow_null=True)
-    support = serializers.IntegerField()
-    alternatives = AlternativeOut(many=True)
-    history = VersionOut(many=True, help_text="at most `history` entries, newest first")
-    history_total = serializers.IntegerField(required=False)
-    history_next = serializers.CharField(allow_null=True, required=False,
-                                         help_text="cursor: GET …/history/?before=<it>")
-    aliases = serializers.ListField(child=serializers.CharField())
-    as_of = serializers.DateTimeField(required=False)
-
-
-class HistoryPageOut(serializers.Serializer):
-    results = VersionOut(many=True)
-    next = serializers.CharField(allow_null=True, help_text="cursor for `before`")
-    next_url = serializers.CharField(allow_null=True)
-    total = serializers.IntegerField()
-    total_capped = serializers.BooleanField(required=False)
-    as_of = serializers.DateTimeField(required=False)
-
-
-class TimelineBinOut(serializers.Serializer):
-    bucket = serializers.IntegerField()
-    counts = serializers.DictField(child=serializers.IntegerField())
-    first_ordinal = serializers.IntegerField()
-    last_ordinal = serializers.IntegerField()
-    first_version = serializers.IntegerField()
-    last_version = serializers.IntegerField()
-    to = serializers.DateTimeField(allow_null=True)
-
-
-class TimelineOut(serializers.Serializer):
-    key = serializers.CharField()
-    total = serializers.IntegerField()
-    start = serializers.DateTimeField(allow_null=True)
-    end = serializers.DateTimeField(allow_null=True)
-    buckets = serializers.IntegerField()
-    bins = TimelineBinOut(many=True)
-
-
-class GraphWindowOut(serializers.Serializer):
-    versions = serializers.IntegerField()
-    older = serializers.IntegerField()
-    newer = serializers.IntegerField()
-    first = serializers.IntegerField(allow_null=True)
-    last = serializers.IntegerField(allow_null=True)
-    total = serializers.IntegerField()
-    around = serializers.IntegerField(allow_null=True)
-
-
-class CellSummaryOut(serializers.Serializer):
-    key = serializers.CharField()
-    value = serializers.CharField(allow_null=True)
-    status = serializers.CharField()
-    version = serializers.IntegerField(allow_null=True)
-    support = serializers.IntegerField()
-    updated_at = serializers.DateTimeField()
-
-
-class CellListOut(serializers.Serializer):
-    results = CellOut(many=True)
-    next = serializers.CharField(allow_null=True)
-
-
-class CellOpOut(serializers.Serializer):
-    operation = serializers.DictField()
-    cell = CellOut(allow_null=True)
-
-
-class GraphNodeOut(serializers.Serializer):
-    id = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["evidence", "version", "operation", "tombstone"])
-    label = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
-    status = serializers.CharField(required=False)
-    # Evidence: the head of its text and where the whole observation is (decision 21).
-    observation = serializers.IntegerField(required=False)
-    text = serializers.CharField(required=False, allow_blank=True)
-    text_chars = serializers.IntegerField(required=False)
-    text_truncated = serializers.BooleanField(required=False)
-    observation_url = serializers.URLField(required=False)
-    # Operation: the observation it came from (its node holds the text, once).
-    evidence = serializers.IntegerField(required=False, allow_null=True)
-
-
-class GraphEdgeOut(serializers.Serializer):
-    source = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
-    target = serializers.CharField()
-    type = serializers.ChoiceField(choices=["supported_by", "supersedes", "alternative_of",
-                                            "revokes", "restores"])
-
-
-class GraphOut(serializers.Serializer):
-    key = serializers.CharField()
-    nodes = GraphNodeOut(many=True)
-    edges = GraphEdgeOut(many=True)
-    window = GraphWindowOut(required=False)
-    head = serializers.IntegerField(allow_null=True, required=False)
-    as_of = serializers.DateTimeField(required=False)
-
-
-class OperationOut(serializers.Serializer):
-    id = serializers.IntegerField()
-    op = serializers.CharField()
-    requested = serializers.CharField()
-    key = serializers.CharField()
-    value = serializers.CharField(allow_null=True)
-    version = serializers.IntegerField(allow_null=True)
-    actor = serializers.CharField(help_text="Who asked: api:<token>, mcp:<token>, user:<name>, "
-                                            "system")
-    method = serializers.CharField(help_text="How it was decided: explicit, rule, model, "
-                                             "identity, reinstate")
-    source = serializers.CharField(  # type: ignore[assignment]  # a field, not Field.source
-        allow_blank=True, help_text="The evidence's source")
-    reason = serializers.CharField()
-    seq = serializers.IntegerField(allow_null=True)
-    observation = serializers.IntegerField(allow_null=True)
-    created_at = serializers.DateTimeField()
-    raw_output = serializers.CharField(allow_blank=True)
-
-
-class OperationListOut(serializers.Serializer):
-    results = OperationOut(many=True)
-    next = serializers.CharField(allow_null=True)
 
 
 class ReadIn(serializers.Serializer):
@@ -382,35 +164,8 @@ class ReadIn(serializers.Serializer):
                             help_text="ISO-8601 time with a zone: read memory as it was then")
 
 
-class ReadOut(serializers.Serializer):
-    mode = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # see source
-    items = serializers.ListField(child=serializers.DictField())
-    context_chars = serializers.IntegerField()
-    note = serializers.CharField(required=False)
-
-
 class AnswerIn(ReadIn):
     mode = serializers.ChoiceField(choices=list(ANSWER_MODES), default="frontier")
     as_of = None  # type: ignore[assignment]  # the answer step reads the present only
 
 
-class AnswerOut(serializers.Serializer):
-    answer = serializers.CharField(allow_blank=True)
-    mode = serializers.CharField()
-    context = serializers.CharField(allow_blank=True)  # type: ignore[assignment]  # see source
-    context_chars = serializers.IntegerField()
-    lookups = serializers.ListField(child=serializers.DictField())
-
-
-class WhoAmIOut(serializers.Serializer):
-    namespace = serializers.CharField()
-    scope = serializers.ChoiceField(choices=[s.value for s in Scope])
-    client = serializers.CharField(help_text="operations are signed api:<client>")
-    name = serializers.CharField()
-    prefix = serializers.CharField(help_text="the token's first characters (the rest is secret)")
-    expires_at = serializers.DateTimeField(allow_null=True)
-    sources = serializers.ListField(
-        child=serializers.CharField(),
-        help_text="the trusted sources a write token may name (any source without a trust "
-                  "level too); one alone is the source of writes that name none")

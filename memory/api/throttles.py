@@ -26,7 +26,7 @@ class TokenRateThrottle(SimpleRateThrottle):
     def get_rate(self) -> str | None:
         # Read per request (not from DEFAULT_THROTTLE_RATES at import), so a deployment's
         # setting and a test's override both apply; None turns the throttle off.
-        return getattr(settings, "PMEM_API_RATE", None) or None
+        return settings.PMEM_API_RATE
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         user = request.user

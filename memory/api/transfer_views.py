@@ -9,13 +9,13 @@ from collections.abc import Iterable, Iterator
 from django.http import StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import exceptions
 from rest_framework.request import Request
 
 from memory.services.transfer import export_chunks
 
+from .base import NamespaceView
+from .params import zero_or_one
 from .permissions import ReviewScope
-from .views import NamespaceView
 
 NDJSON = "application/x-ndjson"
 
@@ -46,13 +46,11 @@ class NamespaceExportView(NamespaceView):
     )
     def get(self, request: Request, ns: str) -> StreamingHttpResponse:
         namespace = self.namespace(request, ns)
-        packed = request.query_params.get("gzip", "0")
-        if packed not in ("0", "1", "true", "false"):
-            raise exceptions.ValidationError({"gzip": "0 or 1"})
+        packed = zero_or_one(request.query_params, "gzip")
         chunks: Iterable[bytes] = export_chunks(namespace)
         name = f"{namespace.name}.pmem.ndjson"
         content_type = NDJSON
-        if packed in ("1", "true"):
+        if packed:
             chunks, name, content_type = gzipped(chunks), f"{name}.gz", "application/gzip"
         response = StreamingHttpResponse(chunks, content_type=content_type)
         response["Content-Disposition"] = f'attachment; filename="{name}"'

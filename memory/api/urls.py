@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import transfer_views, views
+from . import cell_views, transfer_views, views
 
 NS = "namespaces/<slug:ns>/"
 
@@ -13,14 +13,14 @@ urlpatterns = [
          name="api-observation"),
     path(f"{NS}observations/<int:pk>/retry/", views.ObservationRetryView.as_view(),
          name="api-observation-retry"),
-    path(f"{NS}cells/", views.CellsView.as_view(), name="api-cells"),
-    path(f"{NS}cells/<str:key>/", views.CellDetailView.as_view(), name="api-cell"),
-    path(f"{NS}cells/<str:key>/graph/", views.CellGraphView.as_view(), name="api-cell-graph"),
-    path(f"{NS}cells/<str:key>/history/", views.CellHistoryView.as_view(),
+    path(f"{NS}cells/", cell_views.CellsView.as_view(), name="api-cells"),
+    path(f"{NS}cells/<str:key>/", cell_views.CellDetailView.as_view(), name="api-cell"),
+    path(f"{NS}cells/<str:key>/graph/", cell_views.CellGraphView.as_view(), name="api-cell-graph"),
+    path(f"{NS}cells/<str:key>/history/", cell_views.CellHistoryView.as_view(),
          name="api-cell-history"),
-    path(f"{NS}cells/<str:key>/timeline/", views.CellTimelineView.as_view(),
+    path(f"{NS}cells/<str:key>/timeline/", cell_views.CellTimelineView.as_view(),
          name="api-cell-timeline"),
-    path(f"{NS}cells/<str:key>/operations/", views.CellOperationsView.as_view(),
+    path(f"{NS}cells/<str:key>/operations/", cell_views.CellOperationsView.as_view(),
          name="api-cell-operations"),
     path(f"{NS}operations/", views.OperationsView.as_view(), name="api-operations"),
     path(f"{NS}read/", views.ReadView.as_view(), name="api-read"),

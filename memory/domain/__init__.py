@@ -7,8 +7,10 @@ from __future__ import annotations
 from .cells import decide, decide_late
 from .interpret import EffectSink, Outcome, interpret, valid_to_after
 from .model import (
+    BIGINT_MAX,
     KEY_MAX_CHARS,
     NEW,
+    BadParameter,
     CellState,
     Decision,
     Effect,
@@ -54,7 +56,7 @@ from .vocabulary import (
 )
 
 __all__ = [
-    "ASSERTIONS", "CREATING_OPS", "DISCLOSURES", "HEAD_STATUSES", "KEY_MAX_CHARS", "LOG_TYPES", "NEW",
+    "ASSERTIONS", "BIGINT_MAX", "BadParameter", "CREATING_OPS", "DISCLOSURES", "HEAD_STATUSES", "KEY_MAX_CHARS", "LOG_TYPES", "NEW",
     "OBSERVATION_OPS", "OPEN_STATUSES", "RESTORABLE_STATUSES", "SYSTEM_ACTOR", "Method", "REINSTATE", "RETRACTED_STATUSES", "SETTLED_STATES", "SUPERUSER",
     "UNSETTLED_STATES", "VALUE_OPS", "CellState", "CellStatus", "Decision", "Effect",
     "EffectSink", "EvidenceState", "HeadView", "InvalidOperation", "Item", "LinkSupersedes",

@@ -14,6 +14,8 @@ import re
 from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from .model import BadParameter
+
 #: The widest offset PostgreSQL's ``timestamptz`` input takes.
 MAX_OFFSET = timedelta(hours=15, minutes=59)
 #: Longer than any ISO-8601 time with microseconds and an offset.
@@ -28,13 +30,8 @@ _SPACED_OFFSET = re.compile(r"(\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)
 _SPACED_TIME = re.compile(r"(\d{4}-\d\d-\d\d) (\d\d:\d\d.*)")
 
 
-class TimeRefused(ValueError):
+class TimeRefused(BadParameter):
     """A time that cannot be used: ``field`` names the input, ``message`` says why."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
 
 
 def parse_instant(raw: str | None, *, field: str = "as_of",

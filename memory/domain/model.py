@@ -19,6 +19,22 @@ class InvalidOperation(Exception):
         self.reason = reason
 
 
+class BadParameter(ValueError):
+    """A reader's parameter that names something it cannot (a cursor of another key, a
+    version of another cell, a search without a letter): ``field`` names the input, ``message``
+    says why. The API answers 400 naming the field; the explorer, 400 naming the parameter."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+#: The largest id PostgreSQL's ``bigint`` holds: a larger one in a URL or a form names
+#: nothing, and is refused before a query would fail on it.
+BIGINT_MAX = 2**63 - 1
+
+
 _WS = re.compile(r"\s+")
 #: The longest canonical key the store holds (the key columns' length).
 KEY_MAX_CHARS = 255

@@ -1,5 +1,5 @@
 """A word-level difference between two values, for the side-by-side comparison of two
-versions (issue 17, item 10). Pure: segments in, the template marks them."""
+versions (the side-by-side comparison). Pure: segments in, the template marks them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Undo (issue 17, SPEC §3): the compensating typed operation of a person's operation.
+"""Undo (SPEC §3): the compensating typed operation of a person's operation.
 
 Nothing is ever taken back out of the graph: an undo is one more audited operation (or a few)
 that brings the cell back to what it showed before —
@@ -13,15 +13,17 @@ that brings the cell back to what it showed before —
 - an operation that changed nothing (a noop, a support) has nothing to undo.
 
 :func:`compensation` reads only the operation's type, the version its log row points at and
-its effects as the writer logged them (``payload["effects"]``).
+its payload: the effects the writer logged there, read back by
+:func:`memory.domain.effect_log.logged_effects`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .effect_log import RETYPE, logged_effects
 from .vocabulary import OpType, Status
 
 
@@ -35,15 +37,13 @@ class Compensation:
 
 
 def compensation(op_type: str, version_id: int | None,
-                 effects: Sequence[Mapping[str, Any]],
-                 payload: Mapping[str, Any] | None = None) -> tuple[Compensation, ...]:
+                 payload: Mapping[str, Any]) -> tuple[Compensation, ...]:
     """The operations that undo an applied operation of type ``op_type`` (empty: nothing to
-    undo). ``version_id`` is the operation row's version, ``effects`` its logged effects,
-    ``payload`` its logged payload (``head_before``, ``target_status``)."""
-    payload = payload or {}
-    retyped: list[tuple[int, str]] = [
-        (int(e["version_id"]), str(e.get("status"))) for e in effects
-        if e.get("effect") == "Retype" and isinstance(e.get("version_id"), int)]
+    undo). ``version_id`` is the operation row's version, ``payload`` its logged payload (its
+    effects, ``head_before``, ``target_status``)."""
+    retyped: list[tuple[int, str | None]] = [
+        (e.version_id, e.status) for e in logged_effects(payload)
+        if e.name == RETYPE and e.version_id is not None]
     if op_type == OpType.REVOKE and version_id is not None:
         if payload.get("target_status") == Status.ALTERNATIVE:
             return (Compensation(OpType.CONTEST, version_id),)  # a competing value again

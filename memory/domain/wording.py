@@ -1,4 +1,4 @@
-"""The log's reasons and methods in a reviewer's words (issue 17, items 8 and 10): the
+"""The log's reasons and methods in a reviewer's words: the
 internal reason (``rule: asserted``) stays in the log and the API; the explorer shows this."""
 
 from __future__ import annotations

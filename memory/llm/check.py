@@ -183,12 +183,12 @@ def embed_client_from_settings(**overrides: Any) -> ModelClient | None:
     embedder is used."""
     from django.conf import settings
 
-    base_url = getattr(settings, "PMEM_EMBED_BASE_URL", "") or ""
+    base_url = settings.PMEM_EMBED_BASE_URL
     if not base_url:
         return None
     options: dict[str, Any] = {
-        "base_url": base_url, "model": getattr(settings, "PMEM_EMBED_MODEL", "") or "default",
-        "api_key": getattr(settings, "PMEM_EMBED_API_KEY", "") or "EMPTY",
-        "timeout": float(getattr(settings, "PMEM_LLM_TIMEOUT", 60.0)), "max_retries": 0}
+        "base_url": base_url, "model": settings.PMEM_EMBED_MODEL or "default",
+        "api_key": settings.PMEM_EMBED_API_KEY or "EMPTY",
+        "timeout": settings.PMEM_LLM_TIMEOUT, "max_retries": 0}
     options.update(overrides)
     return ModelClient(**options)

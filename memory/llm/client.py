@@ -23,7 +23,7 @@ from typing import Any
 
 from memory import metrics
 
-from .errors import UNSUPPORTED, ContentError, ModelError, TransportError, UnsupportedForm
+from .errors import ContentError, ModelError, TransportError, UnsupportedForm
 from .errors import malformed as _malformed
 from .errors import unparsable as _unparsable
 from .fit import DEFAULT_EMBED_DIM, fit_vector
@@ -326,11 +326,12 @@ def probe_forms(client: ModelClient, *, first_only: bool = False,
     return found
 
 
-# The names callers import from here (the client module is where they lived).
+# What a caller of the client needs comes with it, from this one module (the parts are
+# split by concern beside it).
 from .configured import chat_model_off, client_from_settings  # noqa: E402
 
 __all__ = [
-    "FORMS", "UNSUPPORTED", "CallCounter", "ChatResult", "ContentError", "EmbedResult",
+    "FORMS", "CallCounter", "ChatResult", "ContentError", "EmbedResult",
     "ModelClient", "ModelError", "TransportError", "UnsupportedForm", "chat_model_off",
     "client_from_settings", "endpoint_forms", "fit_vector", "note_failure", "parse_json_loose",
 ]

@@ -7,8 +7,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
-from .fit import DEFAULT_EMBED_DIM
-
 if TYPE_CHECKING:
     from .client import ModelClient
 
@@ -36,24 +34,23 @@ def client_from_settings(**overrides: Any) -> ModelClient | None:
 
     from .client import ModelClient  # here: client.py re-exports this module's names
 
-    base_url = getattr(settings, "PMEM_LLM_BASE_URL", "") or ""
+    base_url = settings.PMEM_LLM_BASE_URL
     if not base_url or _CHAT_MODEL_OFF.get():
         return None
     options: dict[str, Any] = {
         "base_url": base_url,
-        "model": getattr(settings, "PMEM_LLM_MODEL", "") or "default",
-        "api_key": getattr(settings, "PMEM_LLM_API_KEY", "") or "EMPTY",
-        "timeout": float(getattr(settings, "PMEM_LLM_TIMEOUT", 60.0)),
-        "max_retries": int(getattr(settings, "PMEM_LLM_MAX_RETRIES", 3)),
-        "concurrency": int(getattr(settings, "PMEM_LLM_CONCURRENCY", 4)),
-        "embed_base_url": getattr(settings, "PMEM_EMBED_BASE_URL", "") or None,
-        "embed_model": getattr(settings, "PMEM_EMBED_MODEL", "") or None,
-        "embed_api_key": getattr(settings, "PMEM_EMBED_API_KEY", "") or None,
-        "embed_dim": int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_EMBED_DIM)),
-        "embed_request_dimensions": bool(getattr(settings, "PMEM_EMBED_REQUEST_DIMENSIONS",
-                                                 False)),
-        "structured_output": getattr(settings, "PMEM_LLM_STRUCTURED_OUTPUT", "") or "auto",
-        "max_tokens": int(getattr(settings, "PMEM_LLM_MAX_TOKENS", 0)) or None,
+        "model": settings.PMEM_LLM_MODEL or "default",
+        "api_key": settings.PMEM_LLM_API_KEY or "EMPTY",
+        "timeout": settings.PMEM_LLM_TIMEOUT,
+        "max_retries": settings.PMEM_LLM_MAX_RETRIES,
+        "concurrency": settings.PMEM_LLM_CONCURRENCY,
+        "embed_base_url": settings.PMEM_EMBED_BASE_URL or None,
+        "embed_model": settings.PMEM_EMBED_MODEL or None,
+        "embed_api_key": settings.PMEM_EMBED_API_KEY or None,
+        "embed_dim": settings.PMEM_EMBED_DIM,
+        "embed_request_dimensions": settings.PMEM_EMBED_REQUEST_DIMENSIONS,
+        "structured_output": settings.PMEM_LLM_STRUCTURED_OUTPUT or "auto",
+        "max_tokens": settings.PMEM_LLM_MAX_TOKENS or None,
     }
     options.update(overrides)
     return ModelClient(**options)

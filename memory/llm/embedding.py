@@ -247,21 +247,19 @@ setting_changed.connect(_forget_embedder)
 
 
 def _build_embedder() -> Embedder:
-    settings = conf.settings  # looked up now: tests stand a settings object in for it
-    dim = int(getattr(settings, "PMEM_EMBED_DIM", DEFAULT_DIM))
-    base_url = getattr(settings, "PMEM_EMBED_BASE_URL", "") or ""
+    settings = conf.settings
+    dim = settings.PMEM_EMBED_DIM
+    base_url = settings.PMEM_EMBED_BASE_URL
     if base_url:
         client = ModelClient(
             base_url=base_url,
-            model=getattr(settings, "PMEM_EMBED_MODEL", "") or "default",
-            api_key=getattr(settings, "PMEM_EMBED_API_KEY", "") or "EMPTY",
-            timeout=float(getattr(settings, "PMEM_LLM_TIMEOUT", 60.0)),
-            max_retries=int(getattr(settings, "PMEM_LLM_MAX_RETRIES", 3)),
-            concurrency=int(getattr(settings, "PMEM_LLM_CONCURRENCY", 4)),
+            model=settings.PMEM_EMBED_MODEL or "default",
+            api_key=settings.PMEM_EMBED_API_KEY or "EMPTY",
+            timeout=settings.PMEM_LLM_TIMEOUT,
+            max_retries=settings.PMEM_LLM_MAX_RETRIES,
+            concurrency=settings.PMEM_LLM_CONCURRENCY,
             embed_dim=dim,
-            embed_request_dimensions=bool(
-                getattr(settings, "PMEM_EMBED_REQUEST_DIMENSIONS", False)
-            ),
+            embed_request_dimensions=settings.PMEM_EMBED_REQUEST_DIMENSIONS,
         )
         return RemoteEmbedder(client)
     if os.environ.get("PMEM_EMBEDDER", "").strip().lower() == "minilm":

@@ -31,6 +31,12 @@ class AnswerResult:
     completion_tokens: int = 0
     lookups: list[dict[str, str]] = field(default_factory=list)
     error: str | None = None
+    mode: str = ""  # the read mode whose context it answered from
+
+    @property
+    def cost(self) -> dict[str, int]:
+        return {"chat_calls": self.chat_calls, "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens}
 
     def add_cost(self, *, prompt_tokens: int, completion_tokens: int) -> None:
         self.chat_calls += 1

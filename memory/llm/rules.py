@@ -229,7 +229,7 @@ def patterns_from_settings() -> list[Pattern]:
     """Configured patterns (``PMEM_RULE_PATTERNS``, a JSON file) before the defaults."""
     from django.conf import settings
 
-    path = getattr(settings, "PMEM_RULE_PATTERNS", "") or ""
+    path = settings.PMEM_RULE_PATTERNS
     configured = patterns_from_json(path) if path else []
     return [*configured, *DEFAULT_PATTERNS]
 

@@ -1,5 +1,9 @@
 """Privacy erase (SPEC §6): demotion is not erasure.
 
+(Over 450 lines on purpose: the erase's steps below share their SQL fragments — the evidence
+attached to the key, ``_ATTACHED``, is what is redacted, deleted around and left out of the
+mentions — and read top to bottom as the one transaction they are.)
+
 :func:`cell_erase` runs ONE transaction holding the cell's row lock:
 
 1. the key's values: every value of its versions and of its operations (refused ones included);

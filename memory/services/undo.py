@@ -1,4 +1,4 @@
-"""Undo (issue 17): a person's operation compensated by typed operations — restore, contest
+"""Undo: a person's operation compensated by typed operations — restore, contest
 or retract (:mod:`memory.domain.undo`) — applied like any other person's operations, in one
 transaction, each in the log with the actor, the reason and the operation it undoes."""
 
@@ -31,8 +31,7 @@ def operation_undo(*, namespace: Namespace, operation_id: int, actor: str,
     operation = Operation.objects.get(namespace=namespace, pk=operation_id)
     if operation.type in (REINSTATE, OpType.NOOP):
         raise NotUndoable(f"invalid: operation {operation_id} changed nothing to undo")
-    steps = compensation(operation.type, operation.version_id,
-                         operation.payload.get("effects") or [], operation.payload)
+    steps = compensation(operation.type, operation.version_id, operation.payload)
     if not steps:
         raise NotUndoable(f"invalid: operation {operation_id} changed nothing to undo")
     values = dict(Version.objects.filter(pk__in=[s.version_id for s in steps if

@@ -28,6 +28,7 @@ from memory.domain import (
     OpInput,
     Status,
 )
+from memory.domain.effect_log import effects_record
 from memory.domain.render import embedding_text, key_text
 from memory.llm.vectors import Vectors
 from memory.models import EMBED_DIM, Cell, Evidence, Namespace, Operation
@@ -165,22 +166,12 @@ def _payload(op: PendingOp, ids: IdMap, cause: int | None) -> dict[str, Any]:
     if op.decision is not None and op.cause is None:
         payload["head_before"] = ids(op.head_before)
         payload["head_after"] = ids(op.head_after)
-        payload["effects"] = _effects_json(op.decision, op.new_id, ids)
+        new_id = op.new_id
+        payload.update(effects_record(
+            op.decision.effects, lambda v: ids(new_id if v == NEW else v)))
     if cause is not None:
         payload["cause"] = cause
     return payload
-
-
-def _effects_json(decision: Decision, new_id: int | None, ids: IdMap) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for effect in decision.effects:
-        row: dict[str, Any] = {"effect": type(effect).__name__}
-        for name, val in vars(effect).items():
-            if name.endswith("id"):
-                val = ids(new_id if val == NEW else val)
-            row[name] = str(val) if isinstance(val, Status) else val
-        out.append(row)
-    return out
 
 
 def reinstate_op(cause: PendingOp, index: int, version_id: int, status: Status) -> PendingOp:

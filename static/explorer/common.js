@@ -1,9 +1,10 @@
-// Shared by every explorer page (loaded from base.html). The pages hold no inline script or
-// style (the Content-Security-Policy allows neither), so their small behaviours live here.
-"use strict";
+// Shared by every explorer page (an ES module loaded from base.html). The pages hold no inline
+// script or style (the Content-Security-Policy allows neither), so their small behaviours live
+// here.
+import { localizeTimes } from "./dates.js";
 
 // Live regions that hold forms refresh only while nobody is filling them in.
-window.pmemIdle = function (id) {
+function idle(id) {
   const el = document.getElementById(id);
   if (!el) return true;
   if (el.contains(document.activeElement)) return false;
@@ -11,14 +12,14 @@ window.pmemIdle = function (id) {
     if (field.value.trim() !== "") return false;
   }
   return true;
-};
+}
 
 // pmem-changed (the live poller's event) refreshes [data-refresh-when-idle] regions through
 // a pmem-refresh event, unless someone is typing in them. (An htmx trigger filter would say
 // this inline, but htmx evaluates filters with eval, which the CSP forbids.)
 document.body.addEventListener("pmem-changed", function () {
   for (const el of document.querySelectorAll("[data-refresh-when-idle]")) {
-    if (el.id && window.pmemIdle(el.id)) window.htmx.trigger(el, "pmem-refresh");
+    if (el.id && idle(el.id)) window.htmx.trigger(el, "pmem-refresh");
   }
 });
 
@@ -28,35 +29,11 @@ document.addEventListener("submit", function (event) {
   if (message && !window.confirm(message)) event.preventDefault();
 });
 
-// --- times: the reader's local time with year and zone; UTC stays on hover -------------------
-const TIME_FORMAT = new Intl.DateTimeFormat(undefined, {
-  year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
-  second: "2-digit", timeZoneName: "short",
-});
-
-function pad(n) { return String(n).padStart(2, "0"); }
-
-function utcText(d) {
-  return d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate()) + " " +
-    pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) + " UTC";
-}
-
-window.pmemLocalTimes = function (root) {
-  for (const el of (root || document).querySelectorAll("time[datetime]")) {
-    if (el.dataset.localized) continue;
-    const d = new Date(el.getAttribute("datetime"));
-    if (isNaN(d.getTime())) continue;
-    el.textContent = TIME_FORMAT.format(d);
-    el.title = utcText(d);
-    el.dataset.localized = "1";
-  }
-};
-
 // --- long values: clamped to a few lines with a "Show all" toggle ----------------------------
 const LONG_CHARS = 280;
 const CLAMPED = "[data-clamp], .current-value, .grid td.value, .observation-text, .details dd";
 
-window.pmemClamp = function (root) {
+function clamp(root) {
   for (const el of (root || document).querySelectorAll(CLAMPED)) {
     if (el.dataset.clampDone || el.textContent.trim().length <= LONG_CHARS) continue;
     el.dataset.clampDone = "1";
@@ -74,10 +51,10 @@ window.pmemClamp = function (root) {
     });
     el.insertAdjacentElement("afterend", button);
   }
-};
+}
 
 // --- tables: each cell carries its column's name, so below 640 px a row reads as a card -----
-window.pmemCardLabels = function (root) {
+function cardLabels(root) {
   for (const table of (root || document).querySelectorAll("table.grid")) {
     const heads = Array.from(table.querySelectorAll("thead th")).map((th) => th.textContent.trim());
     if (!heads.length) continue;
@@ -87,12 +64,12 @@ window.pmemCardLabels = function (root) {
       });
     }
   }
-};
+}
 
 function enhance(root) {
-  window.pmemLocalTimes(root);
-  window.pmemCardLabels(root);
-  window.pmemClamp(root);
+  localizeTimes(root);
+  cardLabels(root);
+  clamp(root);
 }
 
 // --- focus: after an action, focus moves to what it updated ----------------------------------
@@ -149,4 +126,5 @@ function focusOutcome() {
 }
 
 if (window.htmx) window.htmx.onLoad(enhance);
+// A module runs once the document is parsed, before DOMContentLoaded.
 document.addEventListener("DOMContentLoaded", function () { enhance(document); focusOutcome(); });

@@ -1,9 +1,10 @@
 // The cell page's history table: each row expands (button, Enter/Space, or a tap anywhere on
 // the row) to why the version exists — its operations, evidence, source, actor and reason,
-// loaded once by htmx. A #v<id> in the URL opens that row.
-"use strict";
+// loaded once by htmx. A #v<id> in the URL opens that row. It mirrors the graph: the version
+// selected there is marked here (pmem-select events), and a version link here selects its node
+// there (pmem-focus events, which move the graph's window when the version lies outside it).
 
-(function () {
+export function historyTable() {
   function toggle(button, open) {
     const target = document.getElementById(button.getAttribute("aria-controls"));
     if (!target) return;
@@ -64,4 +65,27 @@
   });
   window.addEventListener("hashchange", openFromHash);
   openFromHash();
-})();
+
+  document.addEventListener("pmem-select", (event) => {
+    const id = event.detail && event.detail.id;
+    for (const tr of document.querySelectorAll("table.history tr.selected")) tr.classList.remove("selected");
+    if (id && id.startsWith("v")) {
+      const tr = document.getElementById(id);
+      if (tr) tr.classList.add("selected");
+    }
+  });
+
+  document.addEventListener("click", (event) => {
+    const a = event.target.closest && event.target.closest("a.vlink");
+    if (!a) return;
+    const id = a.getAttribute("href").slice(1);
+    // The graph takes the focus when it is drawn (it cancels the event); without it the
+    // link is a plain #v<id>, which opens the row.
+    const focus = new CustomEvent("pmem-focus", { detail: { id }, cancelable: true });
+    if (document.dispatchEvent(focus)) return;
+    event.preventDefault();
+    history.replaceState(history.state, "", location.pathname + location.search + "#" + id);
+    const graph = document.getElementById("graph");
+    if (graph) graph.scrollIntoView({ block: "nearest", behavior: "smooth" });
+  });
+}

@@ -1,23 +1,17 @@
 // The cell page's timeline: the whole chain of a key as a row of time buckets (drawn from an
 // aggregate the server computes, never from every version), each bar stacked by status with
 // a pattern per status (not colour alone) and a text label. Clicking (or Enter on) a bucket
-// asks the graph to jump there (a pmem-jump event that cell.js answers); the drawn window is
-// marked on the timeline (pmem-window events from cell.js).
-"use strict";
+// asks the graph to jump there (a pmem-jump event that graph.js answers); the drawn window is
+// marked on the timeline (pmem-window events from graph.js). Each segment's colour is the
+// status palette's (explorer.css: .tl-<status>).
+import { utcText } from "./dates.js";
+import { STATUSES as ORDER } from "./palette.js";
 
-(function () {
-  const box = document.getElementById("timeline");
-  if (!box) return;
-  const ORDER = ["active", "contested", "alternative", "superseded", "contradicted", "revoked"];
-  const MIN_SEGMENT = 3; // px: a rare status (one revocation among thousands) stays visible
+const MIN_SEGMENT = 3; // px: a rare status (one revocation among thousands) stays visible
+const fmt = (iso) => utcText(iso, { seconds: false });
 
+export function timeline(box) {
   let buckets = [];
-
-  function fmt(iso) {
-    const d = new Date(iso);
-    if (isNaN(d)) return String(iso);
-    return d.toISOString().replace("T", " ").slice(0, 16) + " UTC";
-  }
 
   function describe(b) {
     const parts = ORDER.filter((s) => b.counts[s]).map((s) => b.counts[s].toLocaleString("en") + " " + s);
@@ -136,4 +130,4 @@
   document.body.addEventListener("pmem-graph", load);
   document.body.addEventListener("pmem-changed", load);
   load();
-})();
+}

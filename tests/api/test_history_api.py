@@ -62,9 +62,22 @@ def test_history_search_pages_through_matches(api, ns):
     body = api.get(f"{base(ns)}/cells/city/history/?search=LISB&limit=2").json()
     assert [r["value"] for r in body["results"]] == ["lisbon", "Lisbon airport"]
     assert body["total"] == 3
+    assert "total_capped" not in body  # said only when the count stopped at its cap
     rest = api.get(f"{base(ns)}/cells/city/history/?search=LISB&limit=2"
                    f"&before={body['next']}").json()
     assert [r["value"] for r in rest["results"]] == ["Lisbon"] and rest["next"] is None
+
+
+def test_a_search_counted_up_to_its_cap_says_so(api, ns, monkeypatch):
+    from memory.api import cell_views
+    from memory.selectors import history
+
+    for value in ("Lisbon", "Lisbon airport", "lisbon"):
+        op(ns, "city", "accept", value)
+    for module in (history, cell_views):
+        monkeypatch.setattr(module, "SEARCH_COUNT_CAP", 2)
+    body = api.get(f"{base(ns)}/cells/city/history/?search=LISB").json()
+    assert body["total"] == 2 and body["total_capped"] is True
 
 
 def test_the_graph_is_a_window_with_counts_of_what_lies_outside(api, ns):

@@ -1,4 +1,4 @@
-"""Issue 17 in the API: ``restore`` on the cell-operations endpoint (SPEC §3), the actor,
+"""Restore and attribution in the API: ``restore`` on the cell-operations endpoint (SPEC §3), the actor,
 method and source of every operation, the log's filters (CONTRACT), and an observation that
 yields no fact saying so."""
 

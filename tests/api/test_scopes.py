@@ -16,7 +16,7 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from memory.api.views import ScopedView
+from memory.api.base import ScopedView
 from memory.domain.scopes import Scope, scope_allows
 from memory.services import (
     membership_set,

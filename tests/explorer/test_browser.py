@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from memory.models import Membership, Operation
-from memory.selectors import cell_detail, cell_graph
+from memory.selectors import cell_detail, cell_lookup, graph_window
 from tests.explorer.conftest import Browsing
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -85,7 +85,8 @@ def test_cell_graph_draws_the_selectors_nodes_and_edges(browsing: Browsing, demo
     for key in ("laptop_1_location", "mug_1_location", "team_meeting_day", "project_lead",
                 "temp_access_code"):
         _open_cell(b, demo_ns, key)
-        graph = cell_graph(namespace=demo_ns, key=key)  # a short key: the window is all of it
+        # A short key: the window is all of it.
+        graph = graph_window(cell_lookup(namespace=demo_ns, key=key))
         served = _served(b, demo_ns, key)
         assert [n["id"] for n in served["nodes"]] == [n["id"] for n in graph["nodes"]]
         assert served["edges"] == graph["edges"]

@@ -1,5 +1,4 @@
-"""The cell page at scale and in the past, in a real Chromium (issue 14 item 2 and 3, issue 17
-items 1 and 5): the graph window and its controls, the timeline, jumps, history pages, row
+"""The cell page at scale and in the past, in a real Chromium: the graph window and its controls, the timeline, jumps, history pages, row
 expansion from the keyboard, the as-of banner without actions, and the phone width."""
 
 from __future__ import annotations

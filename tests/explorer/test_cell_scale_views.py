@@ -11,8 +11,8 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
-from explorer.cell_reads import op_steps, resolve_jump
 from memory.models import Cell, Operation, Version
+from memory.selectors import op_steps, resolve_jump
 from memory.services import observation_ingest, operation_apply
 
 pytestmark = pytest.mark.django_db
@@ -200,10 +200,10 @@ def test_a_past_page_of_a_cell_has_no_action_and_no_form(demo_ns: Any, make_user
 
 def test_the_present_timeline_counts_what_the_aggregate_counts(demo_ns: Any) -> None:
     """The timeline drawn from the ordinals at the bucket edges and the few versions that are
-    not superseded agrees, bucket by bucket and status by status, with memory.history's
+    not superseded agrees, bucket by bucket and status by status, with the selectors'
     aggregate over every version."""
-    from explorer.history_shim import status_timeline
-    from memory import history as mh
+    from explorer.pages.cell_graph import timeline_json
+    from memory.selectors import status_timeline
 
     cell = _grow(demo_ns, "long_key", 150, per=10)
     middle = Version.objects.get(cell=cell, ordinal=70)
@@ -215,8 +215,8 @@ def test_the_present_timeline_counts_what_the_aggregate_counts(demo_ns: Any) -> 
                     reason="wrong", explicit=True)
     for key in ("long_key", "mug_1_location", "team_meeting_day"):
         cell = Cell.objects.get(namespace=demo_ns, key=key)
-        fast = status_timeline(cell, buckets=12, as_of=None)
-        slow = mh.status_timeline(cell, buckets=12)
+        fast = timeline_json(cell, buckets=12, as_of=None)
+        slow = status_timeline(cell, buckets=12)
         by = {b["bucket"]: b["counts"] for b in slow["bins"]}
         assert fast["versions"] == slow["total"]
         for i, bucket in enumerate(fast["buckets"], start=1):

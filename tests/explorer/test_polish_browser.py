@@ -1,4 +1,4 @@
-"""Reading, layout and accessibility of every explorer page in Debian's Chromium (issue 17):
+"""Reading, layout and accessibility of every explorer page in Debian's Chromium:
 axe-core finds no serious or critical violation and nothing scrolls sideways at 1366x768 and at
 phone width; tables become cards below 640 px; times carry year and zone; long values are
 clamped; focus follows an action; the focus ring has 3:1 contrast.

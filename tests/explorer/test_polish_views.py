@@ -1,4 +1,4 @@
-"""Issue 17's generic pages and reads without a browser: status pages rendered by Django with
+"""The generic pages and reads without a browser: status pages rendered by Django with
 DEBUG off, the glossary, the frontier's bounded queries, the read comparison's marks."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from explorer.selectors import evidence_effects, frontier_page
 from memory.models import Evidence
+from memory.selectors import evidence_effects, frontier_page
 from memory.services import operation_apply
 from tests.explorer.test_views import client_for
 
@@ -105,7 +105,7 @@ def test_times_carry_year_and_zone_without_javascript(demo_ns: Any, make_user: A
 
 
 def test_pages_go_on_past_the_counting_cap(ns: Any, make_user: Any, monkeypatch: Any) -> None:
-    import explorer.selectors as selectors
+    import memory.selectors.frontier as selectors
 
     monkeypatch.setattr(selectors, "COUNT_CAP", 40)  # 65 cells, counted up to 40
     for i in range(65):
@@ -120,7 +120,7 @@ def test_pages_go_on_past_the_counting_cap(ns: Any, make_user: Any, monkeypatch:
 
 
 def test_a_common_word_in_earlier_values_is_still_found(demo_ns: Any, monkeypatch: Any) -> None:
-    import explorer.selectors as selectors
+    import memory.selectors.frontier as selectors
     from memory.selectors import cell_detail
 
     detail = cell_detail(namespace=demo_ns, key="alice_home_city")

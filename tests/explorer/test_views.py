@@ -9,9 +9,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from explorer.selectors import explorer_graph, live_fingerprint
 from memory.models import Evidence, Membership, Operation
-from memory.selectors import cell_detail, cell_graph
+from memory.selectors import cell_detail, cell_lookup, graph_window, live_fingerprint
 from memory.services import observation_fail, observation_record, operation_apply
 
 pytestmark = pytest.mark.django_db
@@ -191,12 +190,17 @@ def test_the_graph_endpoint_is_the_selectors_graph_plus_operation_links(
         demo_ns: Any, make_user: Any) -> None:
     data = client_for(make_user("viewer", demo_ns)).get(
         f"/ns/{demo_ns.name}/cells/mug_1_location/graph/").json()
-    graph = cell_graph(namespace=demo_ns, key="mug_1_location")
+    graph = graph_window(cell_lookup(namespace=demo_ns, key="mug_1_location"))
     assert [n["id"] for n in data["nodes"]] == [n["id"] for n in graph["nodes"]]
     assert data["edges"] == graph["edges"]
     assert {e["type"] for e in data["edges"]} == {"supersedes", "supported_by", "revokes"}
+    # Each operation is linked to the version it created or targeted.
+    versions = {n["id"] for n in graph["nodes"] if n["kind"] == "version"}
     applied = [e for e in data["derived"] if e["type"] == "applied_to"]
-    assert applied == explorer_graph(namespace=demo_ns, key="mug_1_location").derived
+    assert applied == [{"source": n["id"], "target": f"v{n['version']}", "type": "applied_to"}
+                       for n in graph["nodes"] if n["kind"] == "operation"
+                       and f"v{n['version']}" in versions]
+    assert applied
     # The retraction's observation supports no version: linked to the operations it caused.
     revoke = Operation.objects.get(namespace=demo_ns, key="mug_1_location", type="revoke")
     assert {"source": f"o{revoke.pk}", "target": f"e{revoke.evidence_id}",

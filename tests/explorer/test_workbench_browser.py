@@ -1,4 +1,4 @@
-"""The reviewer's workbench (issue 17) in Debian's Chromium: undo and restore on the cell
+"""The reviewer's workbench in Debian's Chromium: undo and restore on the cell
 page, the review queue (desktop and phone width), the readable log's filters and paging, the
 version diff, exports, and an observation that yielded no fact. Screenshots land in
 tests/artifacts/ (and, with PMEM_DOC_SHOTS=1, in docs/screenshots/ for the README's tour)."""

@@ -1,4 +1,4 @@
-"""The reviewer's workbench (issue 17) through Django's test client on PostgreSQL: undo,
+"""The reviewer's workbench through Django's test client on PostgreSQL: undo,
 restore, the review queue, the readable log with filters and position, diff, exports."""
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -247,25 +246,22 @@ def test_fit_vector_leaves_a_zero_vector_zero() -> None:
     assert fit_vector([0.0, 0.0], 3) == [0.0, 0.0, 0.0]
 
 
-def test_client_from_settings_is_none_without_a_base_url(monkeypatch) -> None:
-    monkeypatch.setattr("django.conf.settings", SimpleNamespace(PMEM_LLM_BASE_URL=""))
+def test_client_from_settings_is_none_without_a_base_url(settings) -> None:
+    settings.PMEM_LLM_BASE_URL = ""
 
     assert client_from_settings() is None
 
 
-def test_client_from_settings_reads_the_endpoints(monkeypatch) -> None:
-    fake = SimpleNamespace(
-        PMEM_LLM_BASE_URL="http://127.0.0.1:9/v1",
-        PMEM_LLM_MODEL="qwen",
-        PMEM_LLM_API_KEY="k",
-        PMEM_LLM_TIMEOUT=7.0,
-        PMEM_LLM_MAX_RETRIES=1,
-        PMEM_LLM_CONCURRENCY=2,
-        PMEM_EMBED_BASE_URL="http://127.0.0.1:10/v1",
-        PMEM_EMBED_MODEL="emb",
-        PMEM_EMBED_API_KEY="",
-    )
-    monkeypatch.setattr("django.conf.settings", fake)
+def test_client_from_settings_reads_the_endpoints(settings) -> None:
+    settings.PMEM_LLM_BASE_URL = "http://127.0.0.1:9/v1"
+    settings.PMEM_LLM_MODEL = "qwen"
+    settings.PMEM_LLM_API_KEY = "k"
+    settings.PMEM_LLM_TIMEOUT = 7.0
+    settings.PMEM_LLM_MAX_RETRIES = 1
+    settings.PMEM_LLM_CONCURRENCY = 2
+    settings.PMEM_EMBED_BASE_URL = "http://127.0.0.1:10/v1"
+    settings.PMEM_EMBED_MODEL = "emb"
+    settings.PMEM_EMBED_API_KEY = ""
 
     client = client_from_settings()
 

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -112,9 +111,9 @@ def fresh_embedder_cache(monkeypatch):
 
 
 def test_embedder_from_settings_defaults_to_hashing_and_is_cached(
-    monkeypatch, fresh_embedder_cache
+    settings, fresh_embedder_cache
 ) -> None:
-    monkeypatch.setattr("django.conf.settings", SimpleNamespace(PMEM_EMBED_BASE_URL=""))
+    settings.PMEM_EMBED_BASE_URL = ""
 
     first = embedder_from_settings()
 
@@ -123,10 +122,10 @@ def test_embedder_from_settings_defaults_to_hashing_and_is_cached(
 
 
 def test_embedder_from_settings_uses_the_embeddings_endpoint(
-    monkeypatch, fresh_embedder_cache, scripted_llm: ScriptedLLM
+    settings, fresh_embedder_cache, scripted_llm: ScriptedLLM
 ) -> None:
-    fake = SimpleNamespace(PMEM_EMBED_BASE_URL=scripted_llm.base_url, PMEM_EMBED_MODEL="emb")
-    monkeypatch.setattr("django.conf.settings", fake)
+    settings.PMEM_EMBED_BASE_URL = scripted_llm.base_url
+    settings.PMEM_EMBED_MODEL = "emb"
 
     chosen = embedder_from_settings()
 

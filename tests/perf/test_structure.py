@@ -22,7 +22,15 @@ from django.test.utils import CaptureQueriesContext
 
 from memory.domain import OpType
 from memory.models import Cell, FrontierVector
-from memory.selectors import cell_detail, cell_graph, cell_value, frontier_read, raw_read
+from memory.selectors import (
+    cell_detail,
+    cell_lookup,
+    cell_value,
+    frontier_read,
+    graph_window,
+    raw_read,
+)
+from memory.selectors.graph import WINDOW_MAX
 from memory.services import observation_ingest, observations_ingest, operation_apply
 from memory.services.frontier import frontier_flush
 
@@ -309,6 +317,11 @@ def _blob(ns, key: str, observations: int, facts: int) -> None:
             {"key": key, "value": f"value {o}.{i} " + "x" * 64} for i in range(facts)])
 
 
+def _graph(ns, key: str) -> dict[str, Any]:
+    """The widest window of a key's graph: every version of these short keys."""
+    return graph_window(cell_lookup(namespace=ns, key=key), limit=WINDOW_MAX)
+
+
 def test_the_graph_reads_each_observation_once_without_its_heavy_columns(ns):
     # One observation of 500 facts on one key loaded the whole evidence row (facts JSON,
     # extraction, embedding) once per operation and once per support edge: 3.4 GB for one GET.
@@ -316,9 +329,9 @@ def test_the_graph_reads_each_observation_once_without_its_heavy_columns(ns):
     _blob(ns, "small", 1, 2)
     _blob(ns, "large", 2, 60)
     with _evidence_reads() as small:
-        cell_graph(namespace=ns, key="small")
+        _graph(ns, "small")
     with _evidence_reads() as large:
-        graph = cell_graph(namespace=ns, key="large")
+        graph = _graph(ns, "large")
     assert sum(1 for n in graph["nodes"] if n["kind"] == "operation") == 120
     assert [r.rows for r in small] == [1]
     assert [r.rows for r in large] == [2]  # two observations, not 120 operations + 120 edges
@@ -396,8 +409,8 @@ def _api(p: Probe) -> Any:
 SHOWN = frozenset({"text", "facts"})  # one whole observation, or a raw read's context
 READS: list[tuple[str, Callable[[Probe], Any], frozenset[str]]] = [
     ("cell_detail", lambda p: cell_detail(namespace=p.ns, key="blob"), frozenset()),
-    ("cell_graph", lambda p: cell_graph(namespace=p.ns, key="blob"), frozenset()),
-    ("cell_graph of a retraction", lambda p: cell_graph(namespace=p.ns, key="mug_1_location"),
+    ("graph_window", lambda p: _graph(p.ns, "blob"), frozenset()),
+    ("graph_window of a retraction", lambda p: _graph(p.ns, "mug_1_location"),
      frozenset()),
     ("frontier_read, every disclosure", lambda p: frontier_read(
         namespace=p.ns, query="blob", k=12, disclose=["support", "alternatives", "history"]),

@@ -19,7 +19,7 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory import history
+from memory import selectors as history
 from memory.domain import InvalidOperation, OpRequest, OpType
 from memory.domain.memgraph import MemGraph
 from memory.domain.plan import OpInput

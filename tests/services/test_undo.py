@@ -1,4 +1,4 @@
-"""Undo (issue 17): every person's operation has a compensating typed operation, applied as
+"""Undo: every person's operation has a compensating typed operation, applied as
 an ordinary audited operation; restore through the one write path on PostgreSQL."""
 
 from __future__ import annotations
@@ -117,10 +117,12 @@ def test_compensation_reads_the_logged_effects():
     effects = [{"effect": "Retype", "version_id": 5, "status": "active"},
                {"effect": "Retype", "version_id": 3, "status": "contradicted"},
                {"effect": "Retype", "version_id": 4, "status": "contradicted"}]
-    assert compensation("resolve", 5, effects) == (Compensation("contest", 3),
-                                                   Compensation("contest", 4))
-    assert compensation("noop", 5, effects) == ()
-    assert compensation("revoke", 7, []) == (Compensation("restore", 7),)
+    # Operations logged before the encoding carried its format number read as format 1.
+    for payload in ({"effects": effects}, {"effects": effects, "effects_format": 1}):
+        assert compensation("resolve", 5, payload) == (Compensation("contest", 3),
+                                                       Compensation("contest", 4))
+        assert compensation("noop", 5, payload) == ()
+    assert compensation("revoke", 7, {}) == (Compensation("restore", 7),)
 
 
 def test_a_restored_version_points_at_the_one_it_restores(ns):

@@ -20,11 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from memory.domain import BIGINT_MAX
+
 from .payload import payload_refs
 from .reading import ImportRefused, lines
 from .schema import BY_TYPE, FORMAT, ORDER, RECORDS, VERSION, Field, Kind, Record, fields_for
 
-BIGINT = 2**63 - 1
 #: References checked at a time, once their target type is complete.
 REF_BATCH = 8192
 #: What may name a record: every reference field, and the ids inside payloads.
@@ -113,7 +114,7 @@ _TIME = "must be an ISO 8601 time with a zone"
 
 
 def _int(value: Any) -> str | None:
-    return None if type(value) is int and -BIGINT <= value <= BIGINT else "must be an integer"
+    return None if type(value) is int and -BIGINT_MAX <= value <= BIGINT_MAX else "must be an integer"
 
 
 def _str(value: Any) -> str | None:
@@ -232,7 +233,7 @@ class Checker:
     def _order(self, number: int, record: Record, obj: dict[str, Any]) -> None:
         if record.has_id:
             rid = obj["id"]
-            if not isinstance(rid, int) or isinstance(rid, bool) or not 0 < rid <= BIGINT:
+            if not isinstance(rid, int) or isinstance(rid, bool) or not 0 < rid <= BIGINT_MAX:
                 raise ImportRefused(number, f"{record.type}.id must be a positive integer")
             if record.ids_ascend and rid <= self.last_id:
                 raise ImportRefused(number, f"{record.type} id {rid} after id {self.last_id}:"

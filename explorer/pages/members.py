@@ -16,19 +16,19 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from explorer.access import Access, namespace_access, require_admin
 from explorer.forms import MemberForm, TokenForm
-from explorer.selectors import live_fingerprint
-from memory.models import ApiToken
+from explorer.http import actor, page_context
 from memory.selectors import (
     audit_list,
     members_list,
     source_trust_list,
+    token_in,
     token_row,
     tokens_list,
 )
@@ -41,10 +41,6 @@ from memory.services import (
 )
 
 
-def _actor(request: HttpRequest) -> str:
-    return f"user:{request.user.get_username()}"
-
-
 def _admin_access(request: HttpRequest, ns: str) -> Access:
     access = namespace_access(request.user, ns)
     require_admin(access)
@@ -55,9 +51,7 @@ def _page(request: HttpRequest, access: Access, *, status: int = 200,
           **extra: Any) -> HttpResponse:
     namespace = access.namespace
     context = {
-        "ns": namespace, "role": access.role, "can_act": access.can_act,
-        "can_manage": access.can_manage, "section": "access",
-        "fingerprint": live_fingerprint(namespace),
+        **page_context(access, "access"),
         "members": members_list(namespace=namespace),
         "tokens": [token_row(t) for t in tokens_list(namespace=namespace)],
         "audit": audit_list(namespace=namespace),
@@ -91,7 +85,7 @@ def token_add(request: HttpRequest, ns: str) -> HttpResponse:
     token = token_create(
         namespace=access.namespace, scope=data["scope"], name=data["name"], client=data["name"],
         created_by=request.user if isinstance(request.user, User) else None,
-        actor=_actor(request), sources=data["sources"],
+        actor=actor(request), sources=data["sources"],
         expires_at=timezone.now() + timedelta(days=days) if days else None)
     return _page(request, access, new_token={"secret": token.key, **token_row(token)})
 
@@ -100,9 +94,10 @@ def token_add(request: HttpRequest, ns: str) -> HttpResponse:
 @require_POST
 def token_remove(request: HttpRequest, ns: str, token_id: int) -> HttpResponse:
     access = _admin_access(request, ns)
-    token = get_object_or_404(ApiToken.objects.select_related("namespace"), pk=token_id,
-                              namespace=access.namespace)
-    token_revoke(token=token, actor=_actor(request))
+    token = token_in(namespace=access.namespace, token_id=token_id)
+    if token is None:
+        raise Http404("no such token")
+    token_revoke(token=token, actor=actor(request))
     return redirect("explorer:access", ns=ns)
 
 
@@ -119,7 +114,7 @@ def member_set(request: HttpRequest, ns: str) -> HttpResponse:
         return _page(request, access, status=422, member_form=form)
     try:
         membership_set(namespace=access.namespace, user=user, role=form.cleaned_data["role"],
-                       actor=_actor(request))
+                       actor=actor(request))
     except LastAdmin as exc:
         return _page(request, access, status=409, error=str(exc))
     return redirect("explorer:access", ns=ns)
@@ -133,7 +128,7 @@ def member_remove(request: HttpRequest, ns: str, user_id: int) -> HttpResponse:
     if user is None:
         raise Http404("no such member")
     try:
-        if not membership_remove(namespace=access.namespace, user=user, actor=_actor(request)):
+        if not membership_remove(namespace=access.namespace, user=user, actor=actor(request)):
             raise Http404("no such member")
     except LastAdmin as exc:
         return _page(request, access, status=409, error=str(exc))
