@@ -18,6 +18,7 @@ from typing import Any
 from memory.llm import pruning
 from memory.llm.client import ModelClient, client_from_settings
 from memory.llm.readout import AnswerResult, answer, lookup_step
+from memory.recall import frontier_hybrid_read
 from memory.selectors import (
     FRONTIER_HEADER,
     RAW_HEADER,
@@ -45,6 +46,14 @@ def _frontier(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
     if as_of is not None:
         return frontier_read_as_of(namespace=namespace, query=query, k=k, disclose=disclose,
                                    as_of=as_of)
+    return frontier_hybrid_read(namespace=namespace, query=query, k=k, disclose=disclose)
+
+
+def _frontier_cosine(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
+                     gate: bool, as_of: datetime | None = None) -> ReadResult:
+    if as_of is not None:
+        return frontier_read_as_of(namespace=namespace, query=query, k=k, disclose=disclose,
+                                   as_of=as_of)
     return frontier_read(namespace=namespace, query=query, k=k, disclose=disclose)
 
 
@@ -65,6 +74,8 @@ def _pruned(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
 
 READ_MODES: dict[str, ReadMode] = {mode.name: mode for mode in (
     ReadMode("frontier", "Frontier", 12, False, "state", _frontier),
+    # The paper's ranking (cosine alone): its benchmarks read with it, so their rows stand.
+    ReadMode("frontier_cosine", "Frontier (cosine)", 12, False, "state", _frontier_cosine),
     ReadMode("raw", "Raw", 10, False, "flat", _raw),
     ReadMode("raw_ordered", "Raw + order tags", 10, False, "flat", _raw_ordered),
     ReadMode("pruned", "Pruned", 12, True, "flat", _pruned),
@@ -130,10 +141,15 @@ def model_answer(mode: str, *, client: ModelClient, namespace: Any, query: str,
 
 
 def iterative_answer(client: ModelClient, *, namespace: Any, question: str, k: int = 12,
-                     disclose: tuple[str, ...] = ()) -> AnswerResult:
+                     disclose: tuple[str, ...] = (), mode: str = "frontier") -> AnswerResult:
     """Frontier top-k, then up to three lookups of six new cells each, then an answer
-    (paper B.4)."""
-    first = frontier_read(namespace=namespace, query=question, k=k, disclose=disclose)
+    (paper B.4). ``mode`` is the frontier read it looks up with (``frontier_cosine``: the
+    paper's)."""
+    def frontier(query: str, k: int) -> ReadResult:
+        return READ_MODES[mode].read(namespace=namespace, query=query, k=k, disclose=disclose,
+                                     gate=False)
+
+    first = frontier(question, k)
     lines = [item["line"] for item in first.items]
     seen = {item["key"] for item in first.items}
     out = AnswerResult(answer="", context=first.context, context_chars=first.context_chars)
@@ -147,8 +163,7 @@ def iterative_answer(client: ModelClient, *, namespace: Any, question: str, k: i
         if step.action != "lookup":
             break  # malformed: force the answer now
         query = f"{step.entity} {step.relation}".strip() or question
-        more = frontier_read(namespace=namespace, query=query, k=CELLS_PER_LOOKUP + len(seen),
-                             disclose=disclose)
+        more = frontier(query, CELLS_PER_LOOKUP + len(seen))
         fresh = [i for i in more.items if i["key"] not in seen][:CELLS_PER_LOOKUP]
         seen |= {i["key"] for i in fresh}
         lines += [i["line"] for i in fresh]
