@@ -13,7 +13,7 @@ os.environ.setdefault("PMEM_FRONTIER_FLUSH_ASYNC", "0")
 os.environ.setdefault("PMEM_EMBED_ASYNC", "0")
 # The suite runs on the hashing embedder (microseconds a text, lexical): the semantic default
 # costs ~10 ms a text on this suite's thousands of writes and reads. Its own tests turn it on
-# (tests/llm/test_minilm.py, tests/services/test_recall.py); see docs/decisions.md.
+# (tests/llm/test_minilm.py, tests/api/test_recall.py); see docs/decisions.md.
 os.environ.setdefault("PMEM_EMBEDDER", "hashing")
 
 import pytest  # noqa: E402

@@ -55,12 +55,13 @@ class EmbedderMismatch(Exception):
 
 def namespace_embedder_check(namespace: Namespace) -> None:
     """Refuse (:class:`EmbedderMismatch`) a similarity read of a namespace whose vectors came
-    from another embedder. A namespace with no record and no vector yet is claimed."""
+    from another embedder. A namespace that holds no vector yet is claimed."""
     want = embedder_id()
     if namespace.embedder == want:
         return
-    if not namespace.embedder and not namespace.reembed and not _holds_vectors(namespace.pk):
-        Namespace.objects.filter(pk=namespace.pk, embedder="").update(embedder=want)
+    if not namespace.reembed and not _holds_vectors(namespace.pk):
+        Namespace.objects.filter(pk=namespace.pk, embedder=namespace.embedder).update(
+            embedder=want)
         namespace.embedder = want
         return
     raise EmbedderMismatch(namespace, want)
