@@ -37,8 +37,7 @@ class Command(BaseCommand):
             was = namespace.embedder or "an unrecorded embedder"
             try:
                 count = namespace_reembed(namespace=namespace,
-                                          progress=Bar(f"re-embedding {namespace.name}",
-                                                       stream=self.stderr._out))
+                                          progress=Bar(f"re-embedding {namespace.name}"))
             except EmbeddingError as exc:
                 raise CommandError(f"{namespace.name}: the embedder failed ({exc}); run the "
                                    "command again to resume") from exc
