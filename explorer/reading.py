@@ -38,8 +38,10 @@ def frontier_columns(sort: str) -> list[dict[str, str]]:
 
 #: Each read mode in one sentence, as a reviewer reads it (the agent's default first).
 MODE_HELP = {
-    "frontier": "One line per key with the value that holds now, ranked by meaning: what an "
-                "agent reads by default (the API's and the MCP tool's mode).",
+    "frontier": "One line per key with the value that holds now, ranked by meaning and by the "
+                "query's exact words: what an agent reads by default (the API's and the MCP "
+                "tool's mode).",
+    "frontier_cosine": "The same lines ranked by meaning alone, as the paper ranks them.",
     "raw": "The observations closest in meaning to the query, as they were written, old and "
            "retracted ones included: what plain retrieval would give an agent.",
     "raw_ordered": "The same observations in the order they arrived, each tagged [t=…], so a "
@@ -56,7 +58,7 @@ def _read_lines(mode: str, items: list[dict[str, Any]],
     """A result's lines, each with its cell links: a frontier line names its key; an
     observation line names the keys it stands for now, with a mark (current, superseded,
     retracted, …)."""
-    if mode == "frontier":
+    if mode.startswith("frontier"):
         return [{"text": i.get("line", ""), "marks": [{"key": i["key"], "mark": i["status"]}]}
                 for i in items]
     return [{"text": i.get("text", ""), "evidence": i["id"], "seq": i.get("seq"),
@@ -82,8 +84,8 @@ def read_all(namespace: Namespace, query: str, k: int | None,
             log.exception("read mode %s failed", mode.name)
             entry["error"] = f"{type(exc).__name__}: {exc}"
         results.append(entry)
-    ids = sorted({i["id"] for r in results if r["mode"] != "frontier" for i in r["items"]
-                  if "id" in i})
+    ids = sorted({i["id"] for r in results if not r["mode"].startswith("frontier")
+                  for i in r["items"] if "id" in i})
     effects = evidence_effects(ids)
     for r in results:
         r["lines"] = _read_lines(r["mode"], r["items"], effects)

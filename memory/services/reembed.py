@@ -136,3 +136,24 @@ def _evidence_after(namespace_id: int, after: int) -> tuple[int, int | None]:
                     [[e.pk for e in rows],
                      [vector_literal(next(embedded)) if t else None for t in texts]])
     return len(rows), rows[-1].pk
+
+
+def namespace_terms_write(*, namespace_id: int) -> int:
+    """Write every headed cell's lexical terms (an import, which writes cells from a file:
+    their vectors it computes, their words it leaves to this). Returns how many cells."""
+    after, done = 0, 0
+    while True:
+        cells = list(Cell.objects.filter(namespace_id=namespace_id, pk__gt=after,
+                                         head__isnull=False).order_by("pk")
+                     .select_related("head").only("key", "head__value")[:CHUNK])
+        if not cells:
+            return done
+        with connection.cursor() as cur:
+            cur.execute("UPDATE memory_cell AS c SET terms = string_to_array(v.terms, ' ')"
+                        " FROM unnest(%s::bigint[], %s::text[]) AS v(id, terms)"
+                        " WHERE c.id = v.id",
+                        [[c.pk for c in cells],
+                         [stored_terms(namespace_id, c.key, c.head.value if c.head else None)
+                          for c in cells]])
+        after, done = cells[-1].pk, done + len(cells)
+

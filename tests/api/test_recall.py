@@ -160,3 +160,21 @@ def test_a_new_namespace_records_the_embedder_and_an_empty_one_is_claimed(ns, se
     settings.PMEM_EMBEDDER = "minilm"  # nothing to mix yet: the new embedder takes it over
     assert read("frontier", namespace=ns, query="anything").items == []
     assert Namespace.objects.get(pk=ns.pk).embedder == "all-MiniLM-L6-v2/384"
+
+
+def test_an_imported_namespace_is_found_by_its_words_and_records_the_embedder(ns, tmp_path):
+    import gzip
+
+    from memory.services.transfer import namespace_export, namespace_import
+
+    rings(ns, 12)
+    buffer = io.BytesIO()
+    namespace_export(ns, buffer)
+    path = tmp_path / "rings.ndjson.gz"
+    path.write_bytes(gzip.compress(buffer.getvalue()))
+
+    copy = namespace_import(path, name="rings-copy").namespace
+
+    assert copy.embedder == embedder_id()
+    items = read("frontier", namespace=copy, query="Where is ring 11?", k=3).items
+    assert items[0]["key"] == "ring_11_location" and items[0]["lexical_score"] == 1.0
