@@ -215,8 +215,9 @@ class MiniLM:
         head = _HIDDEN // _HEADS
 
         def dense(a: np.ndarray, name: str) -> np.ndarray:
-            # As one 2-d product: numpy's stacked (3-d) matmul is twice as slow here.
-            flat = a.reshape(n * length, a.shape[-1]) @ w[name + ".weight"].T
+            # One 2-d product, weight on the left: for the few rows of a query, BLAS runs
+            # W·xᵀ a third faster than x·Wᵀ, and numpy's stacked (3-d) matmul twice slower.
+            flat = (w[name + ".weight"] @ a.reshape(n * length, a.shape[-1]).T).T
             out: np.ndarray = (flat + w[name + ".bias"]).reshape(n, length, -1)
             return out
 
