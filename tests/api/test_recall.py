@@ -87,7 +87,7 @@ def test_the_papers_cosine_ranking_stays_a_read_mode(ns):
 
 
 def test_the_default_embedder_embeds_cells_and_observations_after_the_commit(make_namespace,
-                                                                           settings):
+                                                                          settings):
     settings.PMEM_EMBEDDER = "minilm"
     ns = make_namespace()
     facts(ns, PROFILE)
@@ -178,3 +178,23 @@ def test_an_imported_namespace_is_found_by_its_words_and_records_the_embedder(ns
     assert copy.embedder == embedder_id()
     items = read("frontier", namespace=copy, query="Where is ring 11?", k=3).items
     assert items[0]["key"] == "ring_11_location" and items[0]["lexical_score"] == 1.0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_background_embedder_embeds_after_the_commits_at_the_last_value(make_namespace,
+                                                                          settings):
+    from memory.services.embeddings import embeddings_wait
+
+    settings.PMEM_EMBEDDER = "minilm"
+    settings.PMEM_EMBED_ASYNC = True
+    ns = make_namespace()
+    facts(ns, PROFILE)  # committed at once: the vectors come after
+    facts(ns, [("user_pet", "a dog named Rex")])
+
+    assert embeddings_wait(timeout=120)
+    assert not Cell.objects.filter(namespace=ns, embed_pending=True).exists()
+    assert not Evidence.objects.filter(namespace=ns, embedding__isnull=True).exists()
+    pet = Cell.objects.get(namespace=ns, key="user_pet")
+    assert pet.embedded_text == "user_pet: a dog named Rex"
+    top = read("frontier", namespace=ns, query="Which animal lives with me?", k=1).items
+    assert top[0]["key"] == "user_pet" and top[0]["value"] == "a dog named Rex"
