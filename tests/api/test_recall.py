@@ -198,3 +198,19 @@ def test_the_background_embedder_embeds_after_the_commits_at_the_last_value(make
     assert pet.embedded_text == "user_pet: a dog named Rex"
     top = read("frontier", namespace=ns, query="Which animal lives with me?", k=1).items
     assert top[0]["key"] == "user_pet" and top[0]["value"] == "a dog named Rex"
+
+
+def test_without_a_name_every_namespace_of_another_embedder_is_re_embedded(make_namespace,
+                                                                          settings):
+    mine, theirs = make_namespace(), make_namespace()
+    facts(mine, PROFILE[:1])
+    facts(theirs, PROFILE[:2])
+    Namespace.objects.filter(pk=theirs.pk).update(embedder="")  # a namespace older than records
+
+    out = io.StringIO()
+    call_command("pmem_reembed", stdout=out)
+
+    assert out.getvalue().splitlines() == [
+        f"{theirs.name}: 4 rows re-embedded (an unrecorded embedder -> hashing/384)"]
+    assert Namespace.objects.get(pk=theirs.pk).embedder == "hashing/384"
+    assert read("frontier", namespace=Namespace.objects.get(pk=theirs.pk), query="pet").items
