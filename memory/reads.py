@@ -11,7 +11,7 @@ steps of :mod:`memory.llm` here, above both.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -51,9 +51,10 @@ def _frontier(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
 
 def _frontier_cosine(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
                      gate: bool, as_of: datetime | None = None) -> ReadResult:
-    if as_of is not None:
-        return frontier_read_as_of(namespace=namespace, query=query, k=k, disclose=disclose,
-                                   as_of=as_of)
+    if as_of is not None:  # the past is ranked by cosine in either mode
+        return replace(frontier_read_as_of(namespace=namespace, query=query, k=k,
+                                           disclose=disclose, as_of=as_of),
+                       mode="frontier_cosine")
     return frontier_read(namespace=namespace, query=query, k=k, disclose=disclose)
 
 
