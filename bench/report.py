@@ -79,6 +79,10 @@ def write(out: Path, scenario: str, config: dict[str, Any], results: list[dict[s
         from . import transfer
 
         return transfer.write(out, config, results)
+    if scenario == "recall":  # its own table and plot (bench/recall.py)
+        from . import recall
+
+        return recall.write(out, config, results)
     if scenario == "erase":  # its own table and plots (bench/erase.py)
         from . import erase
 

@@ -228,7 +228,8 @@ def _flagged(record: dict[str, Any], case: LocationCase, client: Any) -> bool:
 
 FC_ARMS = ("commit", "commit_iterative", "raw_top12", "raw_order_tags")
 #: The read mode (memory.reads.READ_MODES) each one-read arm answers from.
-FC_READ_MODES = {"commit": "frontier", "raw_top12": "raw", "raw_order_tags": "raw_ordered"}
+#: The paper's: the cosine frontier read (the default read fuses it with a lexical score).
+FC_READ_MODES = {"commit": "frontier_cosine", "raw_top12": "raw", "raw_order_tags": "raw_ordered"}
 
 
 def run_factconsolidation(config: RunConfig) -> Results:
@@ -287,7 +288,8 @@ def _fc_predict(session: PMemSession, arm: str, question: Any, client: Any) -> t
     """(question, prediction, context size) for one arm; the iterative arm lets the model
     look up more cells (paper B.4), the others answer from one read."""
     if arm == "commit_iterative":
-        result = iterative_answer(client, namespace=session.namespace, question=question.text)
+        result = iterative_answer(client, namespace=session.namespace, question=question.text,
+                                  mode="frontier_cosine")
         return question, result.answer, result.context_chars
     mode = READ_MODES[FC_READ_MODES[arm]]
     context = read(mode.name, namespace=session.namespace, query=question.text, k=12).context
@@ -346,6 +348,12 @@ def run_transfer(config: RunConfig) -> Results:
     return transfer.run(config)
 
 
+def run_recall(config: RunConfig) -> Results:
+    from . import recall
+
+    return recall.run(config)
+
+
 SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     alfworld.NAME: run_alfworld,
     retraction.NAME: run_retraction,
@@ -358,4 +366,5 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "erase": run_erase,
     "history": run_history,
     "transfer": run_transfer,
+    "recall": run_recall,
 }

@@ -4,6 +4,10 @@ Nodes: Namespace, Evidence, Cell (key), Version, Operation, Tombstone. Typed edg
 ``Version.supersedes`` (supersedes), ``Version.alternative_of`` (alternative_of),
 ``SupportEdge`` (supported_by), ``Tombstone.version`` (revokes). Writes go through
 ``memory.services``; these classes hold fields, constraints and indexes only.
+
+(Over 450 lines on purpose: one app's tables in one module, as Django's migrations see them;
+each class is fields, constraints and indexes with the reason for each, and splitting them
+would only scatter the constraints that hold between them.)
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import secrets
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
 from pgvector.django import HnswIndex, VectorField
@@ -29,6 +34,13 @@ class Namespace(models.Model):
     name = models.SlugField(max_length=100, unique=True)
     next_seq = models.BigIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The embedder (name/dimension, memory.llm.embedding.embedder_id) that made the namespace's
+    # vectors; empty when unknown (a namespace older than the record). A read whose embedder is
+    # another refuses until ``pmem_reembed`` has re-embedded it: two embedders' vectors are
+    # never compared.
+    embedder = models.CharField(max_length=200, blank=True, default="", db_default="")
+    # A re-embedding under way: {"embedder", "stage", "after"} (resumed where it stopped).
+    reembed = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]
@@ -192,6 +204,13 @@ class Cell(models.Model):
     # How many versions the key holds, kept by the commit in the statement that inserts them
     # (memory.services.writer): exact history totals without counting rows (decision 50).
     version_count = models.IntegerField(default=0, db_default=0)
+    # The words of the key and of the head's value, each as "<namespace id>:<word>" (so a GIN
+    # lookup stays inside its namespace): the lexical half of the frontier read's ranking
+    # (memory.domain.ranking), written by the commit with the head. Null without a head.
+    terms = ArrayField(models.TextField(), null=True, blank=True)
+    # The head moved and its embedding (or the key's) is still to be computed: a deferred
+    # embedder's background pass takes these (memory.services.embeddings).
+    embed_pending = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="cell_key_unique")]
@@ -200,6 +219,10 @@ class Cell(models.Model):
             # head move — inserts into each HNSW index on the table, the dearest part of a commit.
             models.Index(fields=["namespace"], condition=Q(vector_stale=True),
                          name="cell_vector_stale_idx"),
+            models.Index(fields=["namespace"], condition=Q(embed_pending=True),
+                         name="cell_embed_pending_idx"),
+            # A small pending list: every lexical lookup reads all of it (as the erase's).
+            GinIndex(fields=["terms"], name="cell_terms_gin", gin_pending_list_limit=64),
         ]
 
     def __str__(self) -> str:

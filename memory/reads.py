@@ -12,7 +12,7 @@ steps of :mod:`memory.llm` here, above both.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from memory.selectors import (
     ReadResult,
     evidence_for_pruning,
     evidence_line,
+    frontier_hybrid_read,
     frontier_read,
     frontier_read_as_of,
     raw_read,
@@ -70,6 +71,15 @@ def _frontier(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
     if as_of is not None:
         return frontier_read_as_of(namespace=namespace, query=query, k=k, disclose=disclose,
                                    as_of=as_of)
+    return frontier_hybrid_read(namespace=namespace, query=query, k=k, disclose=disclose)
+
+
+def _frontier_cosine(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
+                     gate: bool, as_of: datetime | None = None) -> ReadResult:
+    if as_of is not None:  # the past is ranked by cosine in either mode
+        return replace(frontier_read_as_of(namespace=namespace, query=query, k=k,
+                                           disclose=disclose, as_of=as_of),
+                       mode="frontier_cosine")
     return frontier_read(namespace=namespace, query=query, k=k, disclose=disclose)
 
 
@@ -89,7 +99,8 @@ def _pruned(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
 
 
 _READERS: dict[str, Callable[..., ReadResult]] = {
-    "frontier": _frontier, "raw": _raw, "raw_ordered": _raw_ordered, "pruned": _pruned}
+    "frontier": _frontier, "frontier_cosine": _frontier_cosine, "raw": _raw,
+    "raw_ordered": _raw_ordered, "pruned": _pruned}
 #: Every read mode, in the order the explorer compares them (a mode without a function here
 #: fails at import, not at its first read).
 READ_MODES: dict[str, ReadMode] = {spec.name: ReadMode(spec, _READERS[spec.name])
@@ -153,10 +164,15 @@ def model_answer(mode: str, *, client: ModelClient, namespace: Any, query: str,
 
 
 def iterative_answer(client: ModelClient, *, namespace: Any, question: str, k: int = 12,
-                     disclose: tuple[str, ...] = ()) -> AnswerResult:
+                     disclose: tuple[str, ...] = (), mode: str = "frontier") -> AnswerResult:
     """Frontier top-k, then up to three lookups of six new cells each, then an answer
-    (paper B.4)."""
-    first = frontier_read(namespace=namespace, query=question, k=k, disclose=disclose)
+    (paper B.4). ``mode`` is the frontier read it looks up with (``frontier_cosine``: the
+    paper's)."""
+    def frontier(query: str, k: int) -> ReadResult:
+        return READ_MODES[mode].read(namespace=namespace, query=query, k=k, disclose=disclose,
+                                     gate=False)
+
+    first = frontier(question, k)
     lines = [item["line"] for item in first.items]
     seen = {item["key"] for item in first.items}
     out = AnswerResult(answer="", context=first.context, context_chars=first.context_chars)
@@ -170,8 +186,7 @@ def iterative_answer(client: ModelClient, *, namespace: Any, question: str, k: i
         if step.action != "lookup":
             break  # malformed: force the answer now
         query = f"{step.entity} {step.relation}".strip() or question
-        more = frontier_read(namespace=namespace, query=query, k=CELLS_PER_LOOKUP + len(seen),
-                             disclose=disclose)
+        more = frontier(query, CELLS_PER_LOOKUP + len(seen))
         fresh = [i for i in more.items if i["key"] not in seen][:CELLS_PER_LOOKUP]
         seen |= {i["key"] for i in fresh}
         lines += [i["line"] for i in fresh]

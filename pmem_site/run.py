@@ -131,6 +131,9 @@ def main() -> int:
         if os.environ.get("PMEM_LLM", "").strip().lower() == "local":
             local_model.append(_start_local_model())
         _manage("migrate", "--no-input", "-v", "0")
+        # Namespaces whose vectors another embedder made (an older data directory, a changed
+        # PMEM_EMBEDDER) are re-embedded before anything serves them (docs/decisions.md).
+        _manage("pmem_reembed")
         _manage("collectstatic", "--no-input", "-v", "0")
         token = _demo_credentials()
         model_lines = _model_summary()

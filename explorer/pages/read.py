@@ -29,7 +29,7 @@ def _read_lines(mode: str, items: list[dict[str, Any]],
     """A result's lines, each with its cell links: a frontier line names its key; an
     observation line names the keys it stands for now, with a mark (current, superseded,
     retracted, …)."""
-    if mode == "frontier":
+    if READ_MODES[mode].spec.reads_cells:
         return [{"text": i.get("line", ""), "marks": [{"key": i["key"], "mark": i["status"]}]}
                 for i in items]
     return [{"text": i.get("text", ""), "evidence": i["id"], "seq": i.get("seq"),
@@ -55,8 +55,8 @@ def read_all(namespace: Namespace, query: str, k: int | None,
             log.exception("read mode %s failed", mode.name)
             entry["error"] = f"{type(exc).__name__}: {exc}"
         results.append(entry)
-    ids = sorted({i["id"] for r in results if r["mode"] != "frontier" for i in r["items"]
-                  if "id" in i})
+    ids = sorted({i["id"] for r in results if not READ_MODES[r["mode"]].spec.reads_cells
+                  for i in r["items"] if "id" in i})
     effects = evidence_effects(ids)
     for r in results:
         r["lines"] = _read_lines(r["mode"], r["items"], effects)

@@ -19,7 +19,13 @@ from rest_framework.views import exception_handler as drf_handler
 from memory import metrics
 from memory.domain import BadParameter, InvalidOperation
 from memory.domain.instants import TimeRefused
-from memory.services import CellNotFound, IdempotencyConflict, InvalidName, SourceRefused
+from memory.services import (
+    CellNotFound,
+    EmbedderMismatch,
+    IdempotencyConflict,
+    InvalidName,
+    SourceRefused,
+)
 
 
 class PayloadTooLarge(exceptions.APIException):
@@ -65,6 +71,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, IdempotencyConflict):  # the first observation stays as it was
         return Response({"error": str(exc), "field": "idempotency_key",
                          "observation": exc.first.pk}, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, EmbedderMismatch):  # vectors of two embedders are never compared
+        return Response({"error": str(exc), "field": "namespace", "embedder": exc.have,
+                         "configured": exc.want}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, InvalidName):
         return Response({"error": str(exc), "field": "namespace"}, status=400)
     if isinstance(exc, RequestDataTooBig):

@@ -21,12 +21,23 @@ class ReadModeSpec:
     needs_model: bool
     prompt: str  # the answer prompt that reads this mode's context: "state" or "flat"
 
+    @property
+    def reads_cells(self) -> bool:
+        """Its items are cells (key, value, status), not observations."""
+        return self.prompt == "state"
+
 
 READ_MODE_SPECS: tuple[ReadModeSpec, ...] = (
     ReadModeSpec(
         "frontier", "Frontier",
-        "One line per key with the value that holds now, ranked by meaning: what an agent "
-        "reads by default (the API's and the MCP tool's mode).", 12, False, "state"),
+        "One line per key with the value that holds now, ranked by meaning and by the query's "
+        "exact words: what an agent reads by default (the API's and the MCP tool's mode).",
+        12, False, "state"),
+    # The paper's ranking (cosine alone): its benchmarks read with it, so their rows stand.
+    ReadModeSpec(
+        "frontier_cosine", "Frontier (cosine)",
+        "The same lines ranked by meaning alone, as the paper ranks them: a key named in the "
+        "query gets no extra weight.", 12, False, "state"),
     ReadModeSpec(
         "raw", "Raw",
         "The observations closest in meaning to the query, as they were written, old and "

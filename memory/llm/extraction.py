@@ -22,7 +22,7 @@ from memory.domain import normalize_key, normalize_value
 from . import prompts
 from .client import ModelClient, note_failure
 from .configured import client_from_settings
-from .embedding import embedder_from_settings
+from .embedding import embeds_locally
 from .errors import ModelError, wrong_schema
 from .facts import Fact, coerce_assertion
 from .rules import RuleExtractor, patterns_from_settings
@@ -257,10 +257,10 @@ setting_changed.connect(_forget_rule_extractor)
 
 
 def runs_locally() -> bool:
-    """No chat model and a cheap embedder: extraction, planning and the vectors are pure
-    CPU, so a drain may do them inside its commit transaction (and group observations)."""
-    return client_from_settings() is None and bool(getattr(embedder_from_settings(), "cheap",
-                                                           False))
+    """No chat model, and an embedder that leaves the commit free of embedding calls
+    (:func:`memory.llm.embedding.embeds_locally`): extraction, planning and the vectors are
+    pure CPU, so a drain may do them inside its commit transaction (and group observations)."""
+    return client_from_settings() is None and embeds_locally()
 
 
 def extract_text(text: str) -> TextExtraction:

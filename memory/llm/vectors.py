@@ -1,10 +1,12 @@
 """The vectors of one observation, computed outside any transaction.
 
-Embeddings cost ONE batch per observation (:func:`observation_vectors`, at extraction): the
-evidence text, every key of its facts and every ``key: value`` it may install. Soft identity
+With a remote embedder, embeddings cost ONE batch per observation (:func:`observation_vectors`,
+at extraction): the evidence text, every key of its facts and every ``key: value`` it may
+install. Soft identity
 and the refresh after commit reuse them; the commit writes a moved cell's embedding from them
 (:func:`commit_vectors`). A cheap embedder's vectors are computed where they are needed
-instead of travelling through the database (decision 16).
+instead of travelling through the database (decision 16); a deferred one's after the commit, in
+the background (memory.services.embeddings).
 """
 
 from __future__ import annotations
@@ -66,8 +68,13 @@ def observation_vectors(*, text: str, facts: list[dict[str, Any]]) -> Observatio
 
     A *cheap* embedder (the built-in hashing one: local, deterministic, microseconds per
     text) embeds only the evidence text here: the commit computes the vectors it needs on the
-    spot (:func:`commit_vectors`), which costs less than shipping them through the database."""
-    if getattr(embedder_from_settings(), "cheap", False):
+    spot (:func:`commit_vectors`), which costs less than shipping them through the database.
+    A *deferred* embedder (the local semantic one: milliseconds per text) embeds nothing here:
+    the observation and the cells it moves are embedded in the background after the commit."""
+    embedder = embedder_from_settings()
+    if getattr(embedder, "deferred", False):
+        return ObservationVectors(None, {}, 0)
+    if getattr(embedder, "cheap", False):
         vectors, calls = embed_batch([text] if text else [])
         return ObservationVectors(vectors[0] if text else None, {}, calls)
     wanted = _texts((f.get("key"), f.get("value")) for f in facts)

@@ -12,6 +12,8 @@ management commands and the benchmarks read through this package and nowhere els
 - :mod:`~memory.selectors.versions`: one version's provenance, the versions a retraction or a
   Restore may name, two versions side by side, the history export;
 - :mod:`~memory.selectors.search`: an agent's reads by meaning (frontier, raw), the vector search;
+- :mod:`~memory.selectors.recall`: the frontier read's hybrid ranking (cosine fused with the
+  query's exact words);
 - :mod:`~memory.selectors.frontier`: a namespace's cells page by page (the explorer's frontier,
   the frontier as of T, the review queue, the frontier export);
 - :mod:`~memory.selectors.log`: the operation log, what changed since, Undo offers, the live
@@ -124,6 +126,7 @@ from .observations import (
     observations_with_drops,
     observations_without_facts,
 )
+from .recall import frontier_hybrid_read
 from .search import (
     DISCLOSED_HISTORY,
     FRONTIER_EF_SEARCH,
@@ -133,8 +136,11 @@ from .search import (
     ReadResult,
     evidence_for_pruning,
     evidence_line,
+    frontier_candidates,
     frontier_read,
     frontier_read_as_of,
+    frontier_render,
+    query_vector,
     raw_read,
 )
 from .shapes import (
@@ -163,6 +169,10 @@ from .versions import (
 )
 
 __all__ = [
+    "frontier_hybrid_read",
+    "frontier_candidates",
+    "frontier_render",
+    "query_vector",
     "CellAsOf", "CellDetail", "CellHead", "CellValue", "DISCLOSED_HISTORY", "Entry",
     "FRONTIER_EF_SEARCH", "FRONTIER_HEADER", "FrontierAsOfRow", "FrontierPage",
     "FrontierPageRow", "GRAPH_TEXT_CHARS", "HISTORY_DEFAULT", "HISTORY_MAX", "HistoryPage",

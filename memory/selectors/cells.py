@@ -52,7 +52,7 @@ SNIPPET_SOURCE_CHARS = 400
 HEAD_ALIASES = 20
 #: The columns a cell row holds that no read here shows: its vectors stay in the database
 #: (decision 21).
-VECTOR_COLUMNS = ("embedding", "key_embedding", "embedded_text")
+VECTOR_COLUMNS = ("embedding", "key_embedding", "embedded_text", "terms")
 
 _HEAD_IN = ", ".join(f"'{s}'" for s in sorted(HEAD_STATUSES))
 
@@ -309,7 +309,7 @@ def cells_list(*, namespace: Namespace, status: str | None = None,
     """Cells of a namespace with their heads, newest change first; filter by cell status.
     A page of cells shows no vectors: they stay in the database (decision 21)."""
     qs = Cell.objects.filter(namespace=namespace).select_related("head").defer(
-        "embedding", "key_embedding", "embedded_text")
+        *VECTOR_COLUMNS)
     if status == CellStatus.EMPTY:
         qs = qs.filter(head__isnull=True)
     elif status in (CellStatus.ACTIVE, CellStatus.CONTESTED):

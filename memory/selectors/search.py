@@ -27,6 +27,7 @@ from memory.domain.render import (
 from memory.llm.embedding import embed_texts
 from memory.models import Cell, Evidence, Namespace, SupportEdge, Version
 from memory.services.binding import vector_literal
+from memory.services.embeddings import namespace_embedder_check
 
 from .cells import SNIPPET_SOURCE_CHARS, VECTOR_COLUMNS, cell_summary
 from .history import alternatives as history_alternatives
@@ -58,7 +59,10 @@ RAW_HEADER = "Retrieved observations (most similar first):"
 ORDERED_HEADER = "Retrieved observations in arrival order ([t=N]: larger N is newer):"
 
 
-def _query_vector(query: str) -> list[float]:
+def query_vector(namespace: Namespace, query: str) -> list[float]:
+    """The query's embedding, once the namespace's vectors are known to be the same
+    embedder's (memory.services.embeddings.EmbedderMismatch otherwise)."""
+    namespace_embedder_check(namespace)
     return embed_texts([query])[0]
 
 
@@ -100,25 +104,38 @@ SELECT id, d FROM (
 
 
 def frontier_read(*, namespace: Namespace, query: str, k: int = 12,
-                  disclose: Iterable[str] = ()) -> ReadResult:
-    """Top-k cells by cosine over their ``key: value`` embeddings, one line each (SPEC §7)."""
-    wanted = [d for d in DISCLOSURES if d in set(disclose)]
-    vector = _query_vector(query)
+                  disclose: Iterable[str] = (), mode: str = "frontier_cosine") -> ReadResult:
+    """Top-k cells by cosine over their ``key: value`` embeddings, one line each: the paper's
+    ranking (SPEC §7; the default frontier read fuses it with a lexical one, memory.selectors.recall)."""
+    literal = vector_literal(query_vector(namespace, query))
+    ranked = frontier_candidates(namespace_id=namespace.pk, vector=literal, k=k)
+    return frontier_render(namespace=namespace, mode=mode, disclose=disclose, scored=[
+        (cell_id, {"score": round(1 - float(distance), 4)}) for cell_id, distance in ranked])
+
+
+def frontier_candidates(*, namespace_id: int, vector: str, k: int) -> list[tuple[int, float]]:
+    """The top-k ``(cell id, cosine distance)`` of the frontier for a query's embedding (a
+    pgvector literal): the HNSW index and the stale cells, exactly merged."""
     with transaction.atomic():
         _vector_search_settings()
         with connection.cursor() as cur:
-            literal = vector_literal(vector)
-            cur.execute(_FRONTIER_SQL, {"q": literal, "ns": namespace.pk, "k": k})
-            ranked = cur.fetchall()
-        by_id = Cell.objects.select_related("head").defer(*VECTOR_COLUMNS).in_bulk(
-            [r[0] for r in ranked])
-    found = [(by_id[cell_id], distance) for cell_id, distance in ranked if cell_id in by_id]
-    cells = [cell for cell, _ in found]
-    texts = _cell_texts(cells, wanted)
+            cur.execute(_FRONTIER_SQL, {"q": vector, "ns": namespace_id, "k": k})
+            return [(int(i), float(d)) for i, d in cur.fetchall()]
+
+
+def frontier_render(*, namespace: Namespace, mode: str, disclose: Iterable[str],
+                    scored: list[tuple[int, dict[str, Any]]]) -> ReadResult:
+    """The frontier read's answer for ranked cells, each ``(cell id, its score fields)``: one
+    line per cell with the disclosures asked for, under the frontier header."""
+    wanted = [d for d in DISCLOSURES if d in set(disclose)]
+    by_id = Cell.objects.select_related("head").defer(*VECTOR_COLUMNS).in_bulk(
+        [i for i, _ in scored])
+    found = [(by_id[cell_id], fields) for cell_id, fields in scored if cell_id in by_id]
+    texts = _cell_texts([cell for cell, _ in found], wanted)
     context = render_context(texts, wanted, header=FRONTIER_HEADER)
-    items = [{**cell_summary(c), "score": round(1 - float(distance), 4),
-              "line": render_cell(t, wanted)} for (c, distance), t in zip(found, texts, strict=True)]
-    return ReadResult("frontier", context, items, len(context))
+    items = [{**cell_summary(c), **fields, "line": render_cell(t, wanted)}
+             for (c, fields), t in zip(found, texts, strict=True)]
+    return ReadResult(mode, context, items, len(context))
 
 
 #: Versions of each key the ``history`` disclosure looks at (the newest).
@@ -149,7 +166,7 @@ def frontier_read_as_of(*, namespace: Namespace, query: str, as_of: datetime, k:
     ``alternatives`` disclosed as of T (``support`` and ``history`` disclose the present only,
     so they are left out and the answer says so)."""
     wanted = [d for d in DISCLOSURES if d in set(disclose)]
-    literal = vector_literal(_query_vector(query))
+    literal = vector_literal(query_vector(namespace, query))
     with connection.cursor() as cur:
         cur.execute(_FRONTIER_AS_OF_SQL, {"q": literal, "ns": namespace.pk, "t": as_of,
                                           "k": k})
@@ -235,7 +252,7 @@ def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = F
              as_of: datetime | None = None) -> ReadResult:
     """Top-k evidence by cosine (the retrieval baseline); ``ordered`` tags each line with its
     arrival index ``[t=seq]`` and sorts by it. As of T: the observations committed by T."""
-    vector = _query_vector(query)
+    vector = query_vector(namespace, query)
     with transaction.atomic():
         _vector_search_settings()
         found = Evidence.objects.filter(namespace=namespace, embedding__isnull=False)

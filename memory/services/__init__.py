@@ -5,6 +5,7 @@ from __future__ import annotations
 from memory.domain import OpInput
 
 from .batch import Applied, CellNotFound
+from .embeddings import EmbedderMismatch
 from .erase import cell_erase, erase_followup, erase_preview
 from .graph import operation_apply
 from .namespaces import (
@@ -44,6 +45,7 @@ from .trust import SourceRefused, source_claim, trust_clear, trust_set
 from .undo import NotUndoable, operation_undo
 
 __all__ = [
+    "EmbedderMismatch",
     "Applied", "CellNotFound", "ExtractionFailed", "IdempotencyConflict", "InvalidName", "LastAdmin", "ModelUnavailable",
     "OpInput", "Recorded", "TokenRejected", "audit_record", "cell_erase", "demo_secret",
     "erase_followup", "erase_preview",

@@ -29,6 +29,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from .binding import bound_cursor
+from .embeddings import embed_after_commit, embed_pending_all
 
 log = logging.getLogger("pmem.frontier")
 
@@ -156,11 +157,14 @@ _indexer = _Indexer()
 
 
 def frontier_flush_if_due(*, namespace_id: int) -> int:
-    """Flush once the namespace holds ``PMEM_FRONTIER_FLUSH_AT`` stale cells, which bounds
-    the exact part of every frontier read. With ``PMEM_FRONTIER_FLUSH_ASYNC`` (the default)
-    the background indexer does it while commits go on; if it falls behind by three more
+    """The drain's step after each commit. Under a deferred embedder, first the embeddings
+    the commit left pending (memory.services.embeddings.embed_after_commit). Then a flush
+    once the namespace holds ``PMEM_FRONTIER_FLUSH_AT`` stale cells, which bounds the exact
+    part of every frontier read. With ``PMEM_FRONTIER_FLUSH_ASYNC`` (the default) the
+    background indexer does it while commits go on; if it falls behind by three more
     thresholds, the caller flushes itself (back-pressure). Returns how many cells the caller
     cleared."""
+    embed_after_commit(namespace_id=namespace_id)
     at = int(settings.PMEM_FRONTIER_FLUSH_AT)
     stale = stale_count(namespace_id=namespace_id)
     if stale < at:
@@ -177,7 +181,9 @@ def frontier_flush_wait(timeout: float | None = None) -> bool:
 
 
 def frontier_flush_all() -> int:
-    """Flush every namespace that has stale cells (the worker's periodic sweep)."""
+    """Flush every namespace that has stale cells (the worker's periodic sweep), after
+    embedding what a deferred embedder left pending (its cells then index in this flush)."""
+    embed_pending_all()
     with connection.cursor() as cur:
         cur.execute("SELECT DISTINCT namespace_id FROM memory_cell WHERE vector_stale")
         namespaces = [row[0] for row in cur.fetchall()]

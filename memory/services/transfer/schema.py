@@ -213,12 +213,14 @@ def fields_for(record: Record, version: int) -> tuple[Field, ...]:
 #: them empty (a task's lease on the old instance: here no task holds an imported observation,
 #: so the sweep queues the unsettled ones; the digest of the request an idempotency key was
 #: first used for: a key reused after the import replays, as for observations recorded before
-#: digests were kept, decision 77).
+#: digests were kept, decision 77). The embedder a namespace records is this instance's (the
+#: importer embeds every row), and the cells' words are written after them (decision 133).
 COMPUTED: dict[str, tuple[str, ...]] = {
-    "memory_namespace": ("id",),
+    "memory_namespace": ("id", "embedder", "reembed"),
     "memory_sourcetrust": ("id", "namespace_id"),
     "memory_evidence": ("namespace_id", "embedding", "lease_until", "request_digest"),
-    "memory_cell": ("namespace_id", "embedding", "key_embedding", "vector_stale"),
+    "memory_cell": ("namespace_id", "embedding", "key_embedding", "vector_stale", "terms",
+                    "embed_pending"),
     "memory_keyalias": ("namespace_id",),
     "memory_version": ("namespace_id",),
     "memory_operation": ("namespace_id",),
