@@ -170,7 +170,7 @@ def iterative_answer(client: ModelClient, *, namespace: Any, question: str, k: i
     paper's)."""
     def frontier(query: str, k: int) -> ReadResult:
         return READ_MODES[mode].read(namespace=namespace, query=query, k=k, disclose=disclose,
-                                     gate=False)
+                                     gate=False, as_of=None)
 
     first = frontier(question, k)
     lines = [item["line"] for item in first.items]

@@ -375,6 +375,10 @@ class FrontierItemOut(Out):
     support = serializers.IntegerField(required=False)
     updated_at = serializers.DateTimeField(required=False)
     score = serializers.FloatField()
+    # The parts the default frontier read fuses (SPEC §7): the cosine (null for a cell not
+    # embedded yet) and the exact words' share; frontier_cosine's score is the cosine alone.
+    semantic_score = serializers.FloatField(required=False, allow_null=True)
+    lexical_score = serializers.FloatField(required=False)
     line = serializers.CharField()
 
 
