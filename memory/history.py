@@ -15,6 +15,7 @@ Plain functions for the API and the explorer; each docstring states its statemen
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -657,12 +658,14 @@ class FrontierRow:
 
 
 def frontier_as_of(namespace: Namespace, as_of: datetime, *, after: str = "",
-                   limit: int = 50, status: str | None = None, search: str | None = None
+                   limit: int = 50, status: str | None = None, search: str | None = None,
+                   metadata: dict[str, Any] | None = None
                    ) -> tuple[list[FrontierRow], str | None]:
     """The cells as they were at ``as_of``, by key after ``after``: ``(rows, next after)``.
     A key is listed if it had a version by T (an erased key has none: SPEC §6); before the
     namespace's first commit the answer is empty. ``status`` filters by the cell's status at
-    T, ``search`` by key or value at T (contains, case-insensitive). One statement; it walks
+    T, ``search`` by key or value at T (contains, case-insensitive), ``metadata`` by the
+    head at T's metadata (each entry equal). One statement; it walks
     the keys in order until the page is full, each with index probes only."""
     filters = ""
     params: dict[str, Any] = {"t": as_of, "ns": namespace.pk, "after": after,
@@ -676,6 +679,9 @@ def frontier_as_of(namespace: Namespace, as_of: datetime, *, after: str = "",
         filters += " AND (c.key ILIKE %(like)s OR hv.value ILIKE %(like)s)"
         params["like"] = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace(
             "_", "\\_") + "%"
+    if metadata:
+        filters += " AND hv.metadata @> %(metadata)s::jsonb"
+        params["metadata"] = json.dumps(metadata)
     with connection.cursor() as cur:
         cur.execute(_FRONTIER_AT_SQL.format(filters=filters), params)
         rows = cur.fetchall()

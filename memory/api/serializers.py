@@ -19,6 +19,7 @@ from memory.domain import (
     normalize_key,
 )
 from memory.domain.instants import TimeRefused, parse_instant
+from memory.domain.metadata import Metadata, MetadataRefused, clean_metadata
 from memory.domain.scopes import Scope
 from memory.reads import ANSWER_MODES, READ_MODES
 
@@ -37,6 +38,15 @@ class StrictIntegerField(serializers.IntegerField):
 
     def to_internal_value(self, data: Any) -> int:
         if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class StrictFloatField(serializers.FloatField):
+    """A JSON number: not a string of digits, not a boolean."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
             self.fail("invalid")
         return super().to_internal_value(data)
 
@@ -105,6 +115,20 @@ def _check_op_args(attrs: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
+class MetadataField(serializers.Field):
+    """A flat JSON object of strings, numbers and booleans (memory.domain.metadata): what a
+    fact carries, and what a filter asks for. An empty object is none (None)."""
+
+    def to_internal_value(self, data: Any) -> Metadata | None:
+        try:
+            return clean_metadata(data)
+        except MetadataRefused as refused:
+            raise serializers.ValidationError(str(refused)) from None
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class FactIn(serializers.Serializer):
     key = _key_field()
     value = _value_field()
@@ -114,6 +138,10 @@ class FactIn(serializers.Serializer):
     # Why a fact with an explicit op was sent (an agent retracting its own update): recorded
     # on the operation like the reason of a reviewer's action.
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
+    metadata = MetadataField(
+        required=False, allow_null=True,
+        help_text="A flat object of strings, numbers and booleans kept with the version this "
+                  "fact creates (at most 32 entries, 4 kB); reads filter by it.")
 
     def validate_key(self, key: str) -> str:
         problem = key_problem(key)
@@ -151,6 +179,9 @@ class OperationSummaryOut(serializers.Serializer):
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True)
     version = serializers.IntegerField(allow_null=True)
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
     status = serializers.CharField(allow_null=True)
     reason = serializers.CharField()
     actor = serializers.CharField()
@@ -235,12 +266,21 @@ class VersionOut(serializers.Serializer):
     valid_from = serializers.DateTimeField()
     valid_to = serializers.DateTimeField(allow_null=True)
     ordinal = serializers.IntegerField(required=False, help_text="1-based position in the key's history")
+    metadata = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="the metadata the fact that created the version carried (null: none)")
 
 
 class AlternativeOut(serializers.Serializer):
     version = serializers.IntegerField()
     value = serializers.CharField()
     support = serializers.IntegerField()
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
+    metadata = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="the metadata the fact that created the version carried (null: none)")
 
 
 class CellOut(serializers.Serializer):
@@ -248,6 +288,12 @@ class CellOut(serializers.Serializer):
     value = serializers.CharField(allow_null=True)
     status = serializers.ChoiceField(choices=[status.value for status in CellStatus])
     version = serializers.IntegerField(allow_null=True)
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
+    metadata = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="the metadata the fact that created the version carried (null: none)")
     support = serializers.IntegerField()
     alternatives = AlternativeOut(many=True)
     history = VersionOut(many=True, help_text="at most `history` entries, newest first")
@@ -320,6 +366,14 @@ class GraphNodeOut(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["evidence", "version", "operation", "tombstone"])
     label = serializers.CharField()  # type: ignore[assignment]  # a declared field (above)
     status = serializers.CharField(required=False)
+    # Versions: their own metadata; versions and operations: the version's ordinal.
+    version = serializers.IntegerField(required=False, allow_null=True)
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
+    metadata = serializers.DictField(
+        allow_null=True, required=False,
+        help_text="the metadata the fact that created the version carried (null: none)")
     # Evidence: the head of its text and where the whole observation is (decision 21).
     observation = serializers.IntegerField(required=False)
     text = serializers.CharField(required=False, allow_blank=True)
@@ -353,6 +407,9 @@ class OperationOut(serializers.Serializer):
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True)
     version = serializers.IntegerField(allow_null=True)
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
     actor = serializers.CharField(help_text="Who asked: api:<token>, mcp:<token>, user:<name>, "
                                             "system")
     method = serializers.CharField(help_text="How it was decided: explicit, rule, model, "
@@ -380,6 +437,20 @@ class ReadIn(serializers.Serializer):
     gate = StrictBooleanField(required=False, default=False)
     as_of = StrictCharField(required=False, max_length=64,
                             help_text="ISO-8601 time with a zone: read memory as it was then")
+    filter = MetadataField(
+        required=False, allow_null=True,
+        help_text="frontier mode: only facts whose current version's metadata holds each of "
+                  "these entries (equality)")
+    min_score = StrictFloatField(
+        required=False, allow_null=True, min_value=-1.0, max_value=1.0,
+        help_text="drop items whose score (cosine similarity of the query and the item, -1 to "
+                  "1) is below this")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("filter") and attrs.get("mode", "frontier") != "frontier":
+            raise serializers.ValidationError(
+                {"filter": "metadata belongs to facts: filter reads in mode frontier"})
+        return attrs
 
 
 class ReadOut(serializers.Serializer):
@@ -393,6 +464,11 @@ class ReadOut(serializers.Serializer):
 class AnswerIn(ReadIn):
     mode = serializers.ChoiceField(choices=list(ANSWER_MODES), default="frontier")
     as_of = None  # type: ignore[assignment]  # the answer step reads the present only
+    filter = None  # type: ignore[assignment]  # nor filters its reads
+    min_score = None  # type: ignore[assignment]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return attrs
 
 
 class AnswerOut(serializers.Serializer):
@@ -404,7 +480,13 @@ class AnswerOut(serializers.Serializer):
 
 
 class WhoAmIOut(serializers.Serializer):
-    namespace = serializers.CharField()
+    namespace = serializers.CharField(
+        allow_null=True, help_text="the namespace the token reaches (null: an application "
+                                   "token, which reaches those of namespace_prefix)")
+    namespace_prefix = serializers.CharField(
+        allow_null=True, required=False,
+        help_text="an application token's: it reaches every namespace whose name starts with "
+                  "this, and its first write to one creates it")
     scope = serializers.ChoiceField(choices=[s.value for s in Scope])
     client = serializers.CharField(help_text="operations are signed api:<client>")
     name = serializers.CharField()

@@ -19,9 +19,10 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from memory import filtered, reads, selectors
 from memory import history as memory_history
-from memory import reads, selectors
 from memory.domain import LOG_TYPES, SETTLED_STATES, CellStatus
+from memory.domain.metadata import Metadata, MetadataRefused, parse_filter
 from memory.domain.render import CellText, render_cell
 from memory.domain.scopes import Scope
 from memory.history import HISTORY_DEFAULT
@@ -37,6 +38,7 @@ from memory.services import (
 from memory.tasks import queue_observation
 
 from . import serializers as s
+from . import versions
 from .auth import TokenClient, actor_of, caller_scope, namespace_for, token_of
 from .errors import PayloadTooLarge
 from .params import bounded_int, parse_as_of, version_id
@@ -85,7 +87,9 @@ class WhoAmIView(ScopedView):
             return Response({"error": "whoami describes an API token; send one",
                              "field": "Authorization"}, status=status.HTTP_400_BAD_REQUEST)
         token = user.token
-        return Response({"namespace": token.namespace.name, "scope": token.scope,
+        return Response({"namespace": token.namespace.name if token.namespace else None,
+                         "namespace_prefix": token.namespace_prefix or None,
+                         "scope": token.scope,
                          "client": token.client, "name": token.name, "prefix": token.prefix,
                          "expires_at": token.expires_at, "sources": list(token.sources)})
 
@@ -104,8 +108,14 @@ class NamespaceView(ScopedView):
                 raise exceptions.ValidationError({name: "Null characters are not allowed."})
         super().initial(request, *args, **kwargs)
 
-    def namespace(self, request: Request, ns: str) -> Any:
-        return namespace_for(request, ns, scope=self.required_scope)
+    def namespace(self, request: Request, ns: str, *, create: bool = False) -> Any:
+        return namespace_for(request, ns, scope=self.required_scope, create=create)
+
+    def reachable(self, request: Request, ns: str) -> Any:
+        """The namespace, or None for one an application token reaches that does not exist
+        yet (its first write creates it); 404 for every other namespace the caller cannot
+        see, before the body is looked at."""
+        return namespace_for(request, ns, scope=self.required_scope, missing_ok=True)
 
     def evidence(self, namespace: Any, pk: int) -> Evidence:
         evidence = (Evidence.objects.filter(namespace=namespace, pk=pk)
@@ -138,6 +148,12 @@ def _next_url(request: Request, **params: Any) -> str:
 
 
 def observation_body(evidence: Evidence) -> dict[str, Any]:
+    body = _observation_body(evidence)
+    versions.attach(references=body["operations"])
+    return body
+
+
+def _observation_body(evidence: Evidence) -> dict[str, Any]:
     ops = list(Operation.objects.filter(evidence=evidence).order_by("id").only(
         "id", "type", "requested", "key", "value", "version_id", "reason", "actor", "method",
         "source"))
@@ -228,15 +244,17 @@ class ObservationsView(NamespaceView):
                     "true) when the request is the same, else answers 409.",
     )
     def post(self, request: Request, ns: str) -> Response:
-        namespace = self.namespace(request, ns)
+        namespace = self.reachable(request, ns)
         wait = request.query_params.get("wait", "0")
         if wait not in ("0", "1", "true", "false"):
             raise exceptions.ValidationError({"wait": "0 or 1"})
         data = s.ObservationIn(data=request.data)
         data.is_valid(raise_exception=True)
+        if namespace is None:  # an application token's first write: valid, so it is made
+            namespace = self.namespace(request, ns, create=True)
         v = data.validated_data
         facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit",
-                                      "reason") if k in f}
+                                      "reason", "metadata") if k in f}
                  for f in v.get("facts", [])]
         # SPEC §8: the source is one this caller may claim (403 otherwise, nothing stored).
         source = source_claim(namespace=namespace, token=token_of(request),
@@ -312,6 +330,7 @@ def cell_body(namespace: Any, key: str, *, history: int = HISTORY_DEFAULT,
     }
     if as_of is not None:
         body["as_of"] = as_of
+    versions.attach_cells([body])
     return body
 
 
@@ -338,10 +357,14 @@ class CellsView(NamespaceView):
                     OpenApiParameter("search", str), OpenApiParameter("after", str),
                     OpenApiParameter("limit", int),
                     OpenApiParameter("history", int, description="history entries per cell"),
-                    OpenApiParameter("as_of", str, description="the frontier as of this time")],
+                    OpenApiParameter("as_of", str, description="the frontier as of this time"),
+                    OpenApiParameter("filter", str, description=(
+                        "a JSON object: only cells whose current version's metadata holds "
+                        "each of its entries, e.g. {\"user\": \"alice\"}"))],
     )
     def get(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
+        metadata = _filter_param(request)
         status_ = request.query_params.get("status")
         if status_ not in (None, "", *CellStatus):
             *first, last = (status.value for status in CellStatus)
@@ -351,29 +374,47 @@ class CellsView(NamespaceView):
         history = bounded_int(request.query_params, "history", default=HISTORY_DEFAULT, low=0,
                               high=memory_history.HISTORY_MAX)
         if as_of is not None:
-            return Response(_frontier_as_of(request, namespace, as_of, limit, status_ or None))
+            return Response(_frontier_as_of(request, namespace, as_of, limit, status_ or None,
+                                            metadata))
         qs = selectors.cells_list(namespace=namespace, status=status_ or None,
                                   search=request.query_params.get("search") or None)
+        if metadata:
+            qs = filtered.narrow_cells(qs, namespace=namespace, metadata=metadata)
         after = request.query_params.get("after")
         if after:
             qs = qs.filter(key__gt=after)
         rows = list(qs.order_by("key")[: limit + 1])
         more = len(rows) > limit
         rows = rows[:limit]
+        results = selectors.cells_full(rows, history)
+        versions.attach_cells(results)
         return Response({
-            "results": selectors.cells_full(rows, history),
+            "results": results,
             "next": _next_url(request, after=rows[-1].key) if more else None,
         })
 
 
+def _filter_param(request: Request) -> Metadata | None:
+    """The ``filter`` query parameter: metadata as a JSON object (400 naming it otherwise)."""
+    raw = request.query_params.get("filter")
+    if raw is None or raw == "":
+        return None
+    try:
+        return parse_filter(raw)
+    except MetadataRefused as refused:
+        raise exceptions.ValidationError({"filter": str(refused)}) from None
+
+
 def _frontier_as_of(request: Request, namespace: Any, as_of: datetime, limit: int,
-                    status_: str | None) -> dict[str, Any]:
+                    status_: str | None, metadata: Metadata | None = None) -> dict[str, Any]:
     """The frontier as of T (SPEC §9), one page by key: each cell's value and status then,
     and how many versions it held (its history as of T is one request away)."""
     rows, after = memory_history.frontier_as_of(
         namespace, as_of, after=request.query_params.get("after") or "", limit=limit,
-        status=status_, search=request.query_params.get("search") or None)
-    return {"results": [{**r.as_dict(), "as_of": as_of} for r in rows],
+        status=status_, search=request.query_params.get("search") or None, metadata=metadata)
+    results = [{**r.as_dict(), "as_of": as_of} for r in rows]
+    versions.attach(results)
+    return {"results": results,
             "next": _next_url(request, after=after) if after else None, "as_of": as_of}
 
 
@@ -441,6 +482,7 @@ class CellGraphView(NamespaceView):
             if node["kind"] == "evidence":
                 node["observation_url"] = request.build_absolute_uri(
                     reverse("api-observation", args=[ns, node["observation"]]))
+        versions.attach_graph(graph)
         return Response(graph)
 
 
@@ -465,8 +507,10 @@ class CellHistoryView(NamespaceView):
         cell = _cell(self.namespace(request, ns), key)
         entries, nxt, total = memory_history.history_page(
             cell, before=params.get("before") or None, limit=limit, as_of=as_of, search=search)
+        results = [history_entry(e) for e in entries]
+        versions.attach(results)
         body: dict[str, Any] = {
-            "results": [history_entry(e) for e in entries], "next": nxt, "total": total,
+            "results": results, "next": nxt, "total": total,
             "next_url": _next_url(request, before=nxt) if nxt else None}
         if search is not None and total >= memory_history.SEARCH_COUNT_CAP:
             body["total_capped"] = True
@@ -511,8 +555,9 @@ class CellOperationsView(NamespaceView):
             explicit=True,
         )
         cell = cell_body(namespace, applied.cell.key) if applied.cell else None
-        return Response({"operation": operation_row(applied.operation), "cell": cell},
-                        status=status.HTTP_201_CREATED)
+        row = operation_row(applied.operation)
+        versions.attach(references=[row])
+        return Response({"operation": row, "cell": cell}, status=status.HTTP_201_CREATED)
 
 
 # --- the operation log and reads -------------------------------------------------------------
@@ -560,14 +605,34 @@ class OperationsView(NamespaceView):
         rows = list(qs[: limit + 1])
         more = len(rows) > limit
         rows = rows[:limit]
-        return Response({"results": [operation_row(o) for o in rows],
+        results = [operation_row(o) for o in rows]
+        versions.attach(references=results)
+        return Response({"results": results,
                          "next": _next_url(request, before=rows[-1].id) if more else None})
 
 
 def read_for(namespace: Any, v: dict[str, Any]) -> selectors.ReadResult:
-    return reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
-                      disclose=v["disclose"], gate=v["gate"],
-                      as_of=parse_as_of(v.get("as_of")))
+    as_of = parse_as_of(v.get("as_of"))
+    if v.get("filter"):
+        result = filtered_read(namespace, v, as_of)
+    else:
+        result = reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
+                            disclose=v["disclose"], gate=v["gate"], as_of=as_of)
+    if v.get("min_score") is not None:
+        result = filtered.with_min_score(result, v["min_score"])
+    return result
+
+
+def filtered_read(namespace: Any, v: dict[str, Any],
+                  as_of: datetime | None) -> selectors.ReadResult:
+    """The frontier read among the facts whose current version carries the ``filter``."""
+    k = v.get("k") or reads.READ_MODES["frontier"].default_k
+    if as_of is not None:
+        return filtered.frontier_read_as_of_filtered(
+            namespace=namespace, query=v["query"], as_of=as_of, metadata=v["filter"], k=k,
+            disclose=v["disclose"])
+    return filtered.frontier_read_filtered(namespace=namespace, query=v["query"],
+                                           metadata=v["filter"], k=k, disclose=v["disclose"])
 
 
 class ReadView(NamespaceView):
@@ -581,8 +646,10 @@ class ReadView(NamespaceView):
         data = s.ReadIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
-        result = read_for(namespace, v)
-        return Response(result.as_dict())
+        body = read_for(namespace, v).as_dict()
+        if body["mode"] == "frontier":  # items name the cells' current versions
+            versions.attach(body["items"])
+        return Response(body)
 
 
 class AnswerView(NamespaceView):
