@@ -229,7 +229,7 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
     head = cell.head
     return {"key": cell.key, "value": head.value if head else None, "status": cell_status(head),
             "version": head.id if head else None, "support": head.support if head else 0,
-            "updated_at": cell.updated_at}
+            "created_at": cell.created_at, "updated_at": cell.updated_at}
 
 
 def cells_full(cells: list[Cell], history: int = HISTORY_DEFAULT) -> list[dict[str, Any]]:

@@ -302,6 +302,10 @@ class CellOut(serializers.Serializer):
                                          help_text="cursor: GET …/history/?before=<it>")
     aliases = serializers.ListField(child=serializers.CharField())
     as_of = serializers.DateTimeField(required=False)
+    created_at = serializers.DateTimeField(required=False,
+                                           help_text="when the key was first written")
+    updated_at = serializers.DateTimeField(
+        required=False, help_text="when its current value last changed (not as of a time)")
 
 
 class HistoryPageOut(serializers.Serializer):

@@ -328,7 +328,11 @@ def cell_body(namespace: Any, key: str, *, history: int = HISTORY_DEFAULT,
                         .values_list("alias", flat=True)),
         "rendered": render_cell(text),
     }
-    if as_of is not None:
+    # When the key was first written and last changed (the store of LangGraph items says so).
+    body["created_at"] = state.cell.created_at
+    if as_of is None:
+        body["updated_at"] = state.cell.updated_at
+    else:
         body["as_of"] = as_of
     versions.attach_cells([body])
     return body
