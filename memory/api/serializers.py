@@ -6,6 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memory.domain import (
@@ -115,6 +116,13 @@ def _check_op_args(attrs: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
+#: The schema of metadata (memory.domain.metadata), in and out.
+METADATA_SCHEMA = {"type": "object", "nullable": True,
+                   "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"},
+                                                      {"type": "boolean"}]}}
+
+
+@extend_schema_field(METADATA_SCHEMA)
 class MetadataField(serializers.Field):
     """A flat JSON object of strings, numbers and booleans (memory.domain.metadata): what a
     fact carries, and what a filter asks for. An empty object is none (None)."""
@@ -176,6 +184,7 @@ class ObservationIn(serializers.Serializer):
 
 class OperationSummaryOut(serializers.Serializer):
     op = serializers.CharField()
+    requested = serializers.CharField(help_text="the op asked for (op: what happened)")
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True)
     version = serializers.IntegerField(allow_null=True)
@@ -266,7 +275,7 @@ class VersionOut(serializers.Serializer):
     valid_from = serializers.DateTimeField()
     valid_to = serializers.DateTimeField(allow_null=True)
     ordinal = serializers.IntegerField(required=False, help_text="1-based position in the key's history")
-    metadata = serializers.DictField(
+    metadata = MetadataField(
         allow_null=True, required=False,
         help_text="the metadata the fact that created the version carried (null: none)")
 
@@ -278,7 +287,7 @@ class AlternativeOut(serializers.Serializer):
     ordinal = serializers.IntegerField(
         allow_null=True, required=False,
         help_text="the version's position in its key's history (the explorer's vN)")
-    metadata = serializers.DictField(
+    metadata = MetadataField(
         allow_null=True, required=False,
         help_text="the metadata the fact that created the version carried (null: none)")
 
@@ -291,7 +300,7 @@ class CellOut(serializers.Serializer):
     ordinal = serializers.IntegerField(
         allow_null=True, required=False,
         help_text="the version's position in its key's history (the explorer's vN)")
-    metadata = serializers.DictField(
+    metadata = MetadataField(
         allow_null=True, required=False,
         help_text="the metadata the fact that created the version carried (null: none)")
     support = serializers.IntegerField()
@@ -375,7 +384,7 @@ class GraphNodeOut(serializers.Serializer):
     ordinal = serializers.IntegerField(
         allow_null=True, required=False,
         help_text="the version's position in its key's history (the explorer's vN)")
-    metadata = serializers.DictField(
+    metadata = MetadataField(
         allow_null=True, required=False,
         help_text="the metadata the fact that created the version carried (null: none)")
     # Evidence: the head of its text and where the whole observation is (decision 21).
