@@ -215,3 +215,19 @@ def test_a_restore_brings_back_the_metadata_of_what_it_restores(api, ns, commit_
     assert answer.status_code == 201, answer.json()
     cell = answer.json()["cell"]
     assert (cell["value"], cell["metadata"]) == ("cat", {"src": "a"})
+
+
+def test_min_score_drops_the_pet_from_a_question_about_food(api, ns, commit_pending):
+    """The read that once answered "What do I like to eat?" with ``pet = cat``: with the
+    embedder the settings give (hashing: shared words; a semantic one: meaning), the food line
+    scores above the pet line, and a cutoff between them keeps the food and drops the pet."""
+    remember(api, ns, commit_pending, {"key": "favorite_food", "value": "sushi"},
+             {"key": "pet", "value": "cat"})
+    query = "what food do I like to eat"
+    every = post(api, ns, "read/", {"query": query}).json()["items"]
+    scores = {i["key"]: i["score"] for i in every}
+    assert scores["favorite_food"] > scores["pet"], scores
+    cutoff = (scores["favorite_food"] + scores["pet"]) / 2
+    kept = post(api, ns, "read/", {"query": query, "min_score": cutoff}).json()
+    assert [i["key"] for i in kept["items"]] == ["favorite_food"]
+    assert "pet" not in kept["context"]
