@@ -74,14 +74,19 @@ def _new_token() -> str:
 
 
 class ApiToken(models.Model):
-    """An API token: reaches exactly one namespace, within its scope.
+    """An API token: reaches exactly one namespace, or — an application token — every
+    namespace whose name starts with ``namespace_prefix`` (and creates one on its first write
+    there), within its scope.
 
     The secret itself is never stored: ``digest`` is its SHA-256 (a long random secret needs
     no slow password hash, see docs/decisions.md), ``prefix`` its first characters, shown to
     tell tokens apart. ``key`` holds the secret only on the instance ``token_create`` returns.
     """
 
-    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="tokens")
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="tokens",
+                                  null=True, blank=True)
+    # An application token's reach (namespace is then empty); "" for a namespace's token.
+    namespace_prefix = models.CharField(max_length=100, blank=True, default="")
     digest = models.CharField(max_length=64, unique=True)  # hex SHA-256 of the secret
     prefix = models.CharField(max_length=16)
     name = models.CharField(max_length=100, blank=True, default="")
@@ -103,8 +108,28 @@ class ApiToken(models.Model):
     #: The secret, on the instance ``token_create`` returns only; never saved.
     key: str | None = None
 
+    class Meta:
+        constraints = [
+            # One namespace, or a prefix: never both, never neither.
+            models.CheckConstraint(
+                condition=(Q(namespace__isnull=False, namespace_prefix="")
+                           | (Q(namespace__isnull=True) & ~Q(namespace_prefix=""))),
+                name="token_namespace_or_prefix"),
+        ]
+
+    @property
+    def namespace_name(self) -> str | None:
+        """The one namespace it reaches; None for an application token."""
+        return self.namespace.name if self.namespace is not None else None
+
+    @property
+    def application_prefix(self) -> str | None:
+        """An application token's prefix; None for a token of one namespace."""
+        return self.namespace_prefix or None
+
     def __str__(self) -> str:
-        return f"{self.prefix}… ({self.name or self.client}@{self.namespace_id})"
+        reach = self.namespace_id if self.namespace_id is not None else f"{self.namespace_prefix}*"
+        return f"{self.prefix}… ({self.name or self.client}@{reach})"
 
 
 class SourceTrust(models.Model):
@@ -345,6 +370,10 @@ class Version(models.Model):
     # 1-based position in the key's history, in commit order (decision 50): the keyset of
     # history pages and graph windows, and with Cell.version_count their exact counts.
     ordinal = models.IntegerField()
+    # The fact's metadata (a flat object, memory.domain.metadata), kept with the version it
+    # created; NULL: none. Heads with metadata are indexed for filters (migration 0015,
+    # version_head_metadata_idx, in SQL only: an expression with the namespace).
+    metadata = models.JSONField(null=True, blank=True)
     # SPEC §3 ``restore``: the revoked or contradicted version this one brought back.
     # Indexed only where set (version_restores_idx): almost every version has none.
     restores = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
@@ -452,7 +481,9 @@ class AuditEntry(models.Model):
         TRUST_SET = "trust_set"
         TRUST_CLEAR = "trust_clear"
 
-    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="audit")
+    # Empty for an application token's rows (it reaches namespaces by prefix).
+    namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="audit",
+                                  null=True, blank=True)
     actor = models.CharField(max_length=200)  # user:<name>, cli or system
     action = models.CharField(max_length=32, choices=Action.choices)
     target = models.CharField(max_length=200)  # "token pmem_ab12… (name)" or "user alice"

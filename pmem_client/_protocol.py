@@ -25,6 +25,7 @@ from .types import (
     HistoryEntry,
     HistoryPage,
     Observation,
+    ObservationOperation,
     Operation,
     OperationResult,
     ReadResult,
@@ -208,7 +209,9 @@ def observation(namespace: str, observation_id: int) -> Steps[Observation]:
 
 
 def recall(namespace: str, *, query: str, mode: str, k: int | None,
-           as_of: str | datetime | None, disclose: list[str] | None) -> Steps[ReadResult]:
+           as_of: str | datetime | None, disclose: list[str] | None,
+           filter: dict[str, Any] | None = None,
+           min_score: float | None = None) -> Steps[ReadResult]:
     body: dict[str, Any] = {"query": query, "mode": mode}
     if k is not None:
         body["k"] = k
@@ -216,6 +219,10 @@ def recall(namespace: str, *, query: str, mode: str, k: int | None,
         body["as_of"] = _as_of(as_of)
     if disclose is not None:
         body["disclose"] = list(disclose)
+    if filter:
+        body["filter"] = dict(filter)
+    if min_score is not None:
+        body["min_score"] = min_score
     reply = yield Call("POST", f"{_ns(namespace)}read/", json=body)
     return ReadResult.from_json(reply.body)
 
@@ -249,17 +256,37 @@ def fact_history(namespace: str, key: str, *, limit: int, before: str | None,
 
 
 #: The explicit operations an agent sends as observations, by the name of the capability.
-EXPLICIT_OPS = {"retract": "revoke", "contest": "contest", "resolve": "resolve"}
+EXPLICIT_OPS = {"retract": "revoke", "contest": "contest", "resolve": "resolve",
+                "accept": "accept", "reject": "reject"}
+
+
+def needs_cell(capability: str, value: str | None) -> bool:
+    """Is the operation meaningless on a key that has no cell (SPEC §3: retract, contest,
+    resolve, and reject without a value need a head)? Such a call is refused with NotFound
+    before anything is written."""
+    return capability in ("retract", "contest", "resolve") or (
+        capability == "reject" and value is None)
 
 
 def explicit_op(namespace: str, capability: str, *, key: str, value: str | None = None,
                 version: int | None = None, reason: str | None = None,
+                metadata: dict[str, Any] | None = None,
                 idempotency_key: str, wait_timeout: float) -> Steps[OperationResult]:
-    """An agent's retract / contest / resolve: an observation carrying one fact with that
-    explicit op, so it is ordered with the agent's other writes and planned against the state
-    they left (SPEC §3, §5). Waits for the commit; an op recorded as invalid (a noop) raises
-    :class:`~pmem_client.errors.Conflict` with the reason."""
+    """An agent's retract / contest / resolve / accept / reject: an observation carrying one
+    fact with that explicit op, so it is ordered with the agent's other writes and planned
+    against the state they left (SPEC §3, §5). Waits for the commit; an op recorded as
+    invalid (a noop) raises :class:`~pmem_client.errors.Conflict` with the reason. An op that
+    needs a cell, on a key that has none, raises :class:`~pmem_client.errors.NotFound` and
+    writes nothing: the cell is looked up first (a key whose first value is still being
+    committed — ``remember(wait=False)`` just before — is not a cell yet)."""
     op = EXPLICIT_OPS[capability]
+    if needs_cell(capability, value):
+        try:
+            yield from get_fact(namespace, key, as_of=None, history=0)
+        except errors.NotFound as missing:
+            raise errors.NotFound(f"no cell with key {key!r}: nothing to {capability} "
+                                  f"(nothing was written)", status=404,
+                                  body=missing.body) from None
     fact: dict[str, Any] = {"key": key, "op": op}
     if value is not None:
         fact["value"] = value
@@ -267,6 +294,8 @@ def explicit_op(namespace: str, capability: str, *, key: str, value: str | None 
         fact["version"] = version
     if reason:
         fact["reason"] = reason
+    if metadata:
+        fact["metadata"] = dict(metadata)
     recorded = yield from observe(namespace, text=None, facts=[fact], source=None,
                                   observed_at=None, wait=True, idempotency_key=idempotency_key)
     settled = yield from until_settled(namespace, recorded, wait_timeout)
@@ -310,6 +339,19 @@ def until_settled(namespace: str, recorded: Observation,
     return recorded
 
 
+def restore(namespace: str, key: str, *, version: int,
+            reason: str | None) -> Steps[OperationResult]:
+    """A reviewer's restore (SPEC §3: the undo of a retraction or rejection), through the
+    cell-operations endpoint (scope ``review``); a 409 raises Conflict with the reason."""
+    body: dict[str, Any] = {"op": "restore", "version": version}
+    if reason:
+        body["reason"] = reason
+    reply = yield Call("POST", f"{_cell(namespace, key)}operations/", json=body)
+    cell = reply.body.get("cell")
+    return OperationResult(operation=ObservationOperation.from_json(reply.body["operation"]),
+                           cell=Cell.from_json(cell) if cell else None, observation=None)
+
+
 def erase(namespace: str, key: str, *, report: bool) -> Steps[EraseReport | None]:
     reply = yield Call("DELETE", _cell(namespace, key), params={"report": "1"} if report else None)
     if report and isinstance(reply.body, dict):
@@ -335,9 +377,13 @@ def page(call: Call, parse: Callable[[dict[str, Any]], Any], base_url: str) -> S
 
 
 def cells_call(namespace: str, *, status: str | None, search: str | None,
-               as_of: str | datetime | None, limit: int | None) -> Call:
+               as_of: str | datetime | None, limit: int | None,
+               filter: dict[str, Any] | None = None) -> Call:
+    import json
+
     return Call("GET", f"{_ns(namespace)}cells/",
-                params=_params(status=status, search=search, as_of=_as_of(as_of), limit=limit))
+                params=_params(status=status, search=search, as_of=_as_of(as_of), limit=limit,
+                               filter=json.dumps(filter) if filter else None))
 
 
 def operations_call(namespace: str, **filters: Any) -> Call:

@@ -3,6 +3,9 @@ capability (CONTRACT "Agents: MCP server and Python client").
 
 Both drive the capabilities of :mod:`pmem_client._protocol` over ``httpx2``; they differ
 only in how a request is sent and how a retry waits.
+
+(Over 450 lines on purpose: the two clients are twins, a method of one beside its double in the
+other, so a capability added to one is seen missing from the other in the same file.)
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class _Base:
         self.retry = retry or p.Retry()
         self.wait_timeout = wait_timeout
         self._namespace = namespace
+        self._prefix = ""  # an application token's, once whoami said so
         self._headers = {"Authorization": f"Token {token}", "Accept": "application/json",
                          "X-Pmem-Channel": channel, "User-Agent": "pmem-client"}
 
@@ -68,6 +72,23 @@ class _Base:
             raise errors.Timeout(f"{what}: no answer after {attempt} tries ({exc})") from exc
         raise errors.TransportError(f"{what}: failed after {attempt} tries ({exc})") from exc
 
+    def _learn(self, who: Whoami) -> Whoami:
+        """Remember what ``whoami`` said: the token's namespace, unless one was given."""
+        if self._namespace is None and who.namespace:
+            self._namespace = who.namespace
+        self._prefix = who.namespace_prefix
+        return who
+
+    def _require_namespace(self) -> str:
+        if self._namespace is not None:
+            return self._namespace
+        if self._prefix:
+            raise errors.PmemError(
+                f"this application token reaches the namespaces whose names start with "
+                f"{self._prefix!r}: name one (namespace=... on the client or the call)")
+        raise errors.PmemError("the namespace is not known yet: use `async with`, await "
+                               "whoami() first, or pass namespace=...")
+
     @staticmethod
     def _request(call: p.Call) -> dict[str, Any]:
         out: dict[str, Any] = {"params": call.params}
@@ -78,7 +99,9 @@ class _Base:
 
 class Client(_Base):
     """The P-Mem API, synchronously. ``base_url`` is the server's root
-    (``http://127.0.0.1:8000``); the namespace is the token's (asked once, from ``whoami``).
+    (``http://127.0.0.1:8000``); the namespace is ``namespace``, else the token's (asked once,
+    from ``whoami``). An application token (``pmem_token create --prefix``) reaches every
+    namespace of its prefix: name one on the client or on each call (``namespace=``).
 
     ``channel`` is the label the server signs this client's writes with (``api:<client>``;
     the MCP server says ``mcp``). ``transport`` replaces the network (an in-process server).
@@ -137,108 +160,156 @@ class Client(_Base):
 
     @property
     def namespace(self) -> str:
+        """The namespace calls act on unless they name one: the one given, else the token's
+        (asked once, from ``whoami``). An application token has none: name it."""
         if self._namespace is None:
-            self._namespace = self.whoami().namespace
-        return self._namespace
+            self.whoami()
+        return self._require_namespace()
+
+    def _ns(self, namespace: str | None) -> str:
+        return namespace if namespace is not None else self.namespace
 
     # --- capabilities ------------------------------------------------------------------------
 
     def whoami(self) -> Whoami:
-        """The token's namespace, scope and client name."""
-        who = self._run(p.whoami())
-        self._namespace = self._namespace or who.namespace
-        return who
+        """The token's namespace (or an application token's ``namespace_prefix``), scope and
+        client name."""
+        return self._learn(self._run(p.whoami()))
 
     def remember(self, text: str | None = None, *, facts: list[dict[str, Any]] | None = None,
                  source: str | None = None, observed_at: str | datetime | None = None,
-                 wait: bool = True, idempotency_key: str | None = None) -> Observation:
-        """Record an observation: ``text`` and/or ``facts`` (``[{"key", "value", "op"?}]``).
-        Waits until it is committed (its operations then say what changed) unless
+                 wait: bool = True, idempotency_key: str | None = None,
+                 namespace: str | None = None) -> Observation:
+        """Record an observation: ``text`` and/or ``facts`` (``[{"key", "value", "op"?,
+        "metadata"?}]``; ``metadata``, a flat object of strings, numbers and booleans, stays
+        with the version the fact creates). Waits until it is committed (its operations then
+        say what changed; ``facts_found`` and ``note`` say when text yielded nothing) unless
         ``wait=False``. One idempotency key is made per call (or pass your own), so the
         client's retries never store it twice: a key sent again with the same request answers
         the first observation (``replayed`` True), with another request raises
         :class:`~pmem_client.IdempotencyConflict`. A ``source`` with a trust level must be
         one the token is bound to (:class:`~pmem_client.Forbidden` otherwise); left out, the
-        token's own source when it is bound to one."""
-        return self._run(p.remember(self.namespace, text=text, facts=facts, source=source,
+        token's own source when it is bound to one. An application token's first write to a
+        namespace of its prefix creates it."""
+        return self._run(p.remember(self._ns(namespace), text=text, facts=facts, source=source,
                                     observed_at=observed_at, wait=wait,
                                     idempotency_key=idempotency_key or p.new_idempotency_key(),
                                     wait_timeout=self.wait_timeout))
 
-    def observation(self, observation_id: int) -> Observation:
+    def observation(self, observation_id: int, *, namespace: str | None = None) -> Observation:
         """An observation's status and, once committed, its operations."""
-        return self._run(p.observation(self.namespace, observation_id))
+        return self._run(p.observation(self._ns(namespace), observation_id))
 
     def recall(self, query: str, *, mode: str = "frontier", k: int | None = None,
-               as_of: str | datetime | None = None,
-               disclose: list[str] | None = None) -> ReadResult:
+               as_of: str | datetime | None = None, disclose: list[str] | None = None,
+               filter: dict[str, Any] | None = None, min_score: float | None = None,
+               namespace: str | None = None) -> ReadResult:
         """Read memory for a query (``frontier``: current values; ``raw``, ``raw_ordered``,
-        ``pruned``: the evidence). ``as_of`` reads the memory as it was then."""
-        return self._run(p.recall(self.namespace, query=query, mode=mode, k=k, as_of=as_of,
-                                  disclose=disclose))
+        ``pruned``: the evidence). ``as_of`` reads the memory as it was then; ``filter``
+        (frontier) keeps the facts whose current version's metadata holds each entry;
+        ``min_score`` drops items scored below it (each item's ``score``: in ``frontier`` the
+        cosine similarity of query and fact plus up to 0.5 for the query's exact rare words,
+        -1 to 1.5; otherwise the cosine, -1 to 1; what is relevant depends on the embedder)."""
+        return self._run(p.recall(self._ns(namespace), query=query, mode=mode, k=k,
+                                  as_of=as_of, disclose=disclose, filter=filter,
+                                  min_score=min_score))
 
     def get_fact(self, key: str, *, as_of: str | datetime | None = None,
-                 history: int | None = None) -> Cell:
+                 history: int | None = None, namespace: str | None = None) -> Cell:
         """A cell: value, status, alternatives and newest history. Raises NotFound."""
-        return self._run(p.get_fact(self.namespace, key, as_of=as_of, history=history))
+        return self._run(p.get_fact(self._ns(namespace), key, as_of=as_of, history=history))
 
     def fact_history(self, key: str, *, limit: int = 50, before: str | None = None,
-                     as_of: str | datetime | None = None,
-                     search: str | None = None) -> HistoryPage:
+                     as_of: str | datetime | None = None, search: str | None = None,
+                     namespace: str | None = None) -> HistoryPage:
         """One page of a key's history, newest first; pass ``page.next`` as ``before``."""
-        return self._run(p.fact_history(self.namespace, key, limit=limit, before=before,
+        return self._run(p.fact_history(self._ns(namespace), key, limit=limit, before=before,
                                         as_of=as_of, search=search))
 
     def iter_history(self, key: str, *, as_of: str | datetime | None = None,
-                     page_size: int = 200) -> Iterator[HistoryEntry]:
+                     page_size: int = 200, namespace: str | None = None
+                     ) -> Iterator[HistoryEntry]:
         """Every version of a key, newest first, page by page."""
         before: str | None = None
         while True:
-            page = self.fact_history(key, limit=page_size, before=before, as_of=as_of)
+            page = self.fact_history(key, limit=page_size, before=before, as_of=as_of,
+                                     namespace=namespace)
             yield from page.results
             if not page.next:
                 return
             before = page.next
 
     def retract(self, key: str, reason: str, *, version: int | None = None,
-                idempotency_key: str | None = None) -> OperationResult:
+                idempotency_key: str | None = None,
+                namespace: str | None = None) -> OperationResult:
         """Retract the key's current value (or the non-head ``version``): the previous value
-        is reinstated. Raises Conflict with the reason when it is invalid in the cell's state."""
-        return self._explicit("retract", key=key, reason=reason, version=version,
+        is reinstated. Raises Conflict with the reason when it is invalid in the cell's state,
+        NotFound (nothing written) when the key has no cell."""
+        return self._explicit("retract", namespace, key=key, reason=reason, version=version,
                               idempotency_key=idempotency_key)
 
     def contest(self, key: str, value: str, *, reason: str | None = None,
-                idempotency_key: str | None = None) -> OperationResult:
+                idempotency_key: str | None = None, metadata: dict[str, Any] | None = None,
+                namespace: str | None = None) -> OperationResult:
         """Hold ``value`` open beside the current one: the cell becomes contested."""
-        return self._explicit("contest", key=key, value=value, reason=reason,
-                              idempotency_key=idempotency_key)
+        return self._explicit("contest", namespace, key=key, value=value, reason=reason,
+                              metadata=metadata, idempotency_key=idempotency_key)
 
     def resolve(self, key: str, *, value: str | None = None, version: int | None = None,
-                reason: str, idempotency_key: str | None = None) -> OperationResult:
+                reason: str, idempotency_key: str | None = None,
+                namespace: str | None = None) -> OperationResult:
         """Settle a contested cell on ``value`` (or ``version``)."""
-        return self._explicit("resolve", key=key, value=value, version=version, reason=reason,
-                              idempotency_key=idempotency_key)
+        return self._explicit("resolve", namespace, key=key, value=value, version=version,
+                              reason=reason, idempotency_key=idempotency_key)
 
-    def _explicit(self, capability: str, *, idempotency_key: str | None,
-                  **fact: Any) -> OperationResult:
+    def accept(self, key: str, value: str, *, reason: str | None = None,
+               metadata: dict[str, Any] | None = None, idempotency_key: str | None = None,
+               namespace: str | None = None) -> OperationResult:
+        """Make ``value`` the key's current value, whatever trust or valid time would have
+        decided (an explicit accept): the old one is superseded, and kept in the history."""
+        return self._explicit("accept", namespace, key=key, value=value, reason=reason,
+                              metadata=metadata, idempotency_key=idempotency_key)
+
+    def reject(self, key: str, value: str | None = None, *, reason: str,
+               metadata: dict[str, Any] | None = None, idempotency_key: str | None = None,
+               namespace: str | None = None) -> OperationResult:
+        """Say the current value contradicts the world: with ``value``, that one replaces it
+        (the old one is kept as contradicted); without, the previous value is reinstated
+        (NotFound, nothing written, when the key has no cell)."""
+        return self._explicit("reject", namespace, key=key, value=value, reason=reason,
+                              metadata=metadata, idempotency_key=idempotency_key)
+
+    def restore(self, key: str, version: int, *, reason: str | None = None,
+                namespace: str | None = None) -> OperationResult:
+        """Undo a retraction or rejection: the value of the revoked or contradicted
+        ``version`` becomes current again (scope ``review``; Conflict when ``version`` is
+        neither)."""
+        return self._run(p.restore(self._ns(namespace), key, version=version, reason=reason))
+
+    def _explicit(self, capability: str, namespace: str | None, *,
+                  idempotency_key: str | None, **fact: Any) -> OperationResult:
         return self._run(p.explicit_op(
-            self.namespace, capability, idempotency_key=idempotency_key or
+            self._ns(namespace), capability, idempotency_key=idempotency_key or
             p.new_idempotency_key(), wait_timeout=self.wait_timeout, **fact))
 
     def operations(self, *, key: str | None = None, key_contains: str | None = None,
                    op: str | None = None, actor: str | None = None, source: str | None = None,
-                   page_size: int | None = None) -> Iterator[Operation]:
+                   page_size: int | None = None,
+                   namespace: str | None = None) -> Iterator[Operation]:
         """The operation log, newest first, fetched page by page as you iterate."""
-        return self._pages(p.operations_call(self.namespace, key=key, key_contains=key_contains,
-                                             op=op, actor=actor, source=source,
-                                             limit=page_size), Operation.from_json)
+        return self._pages(p.operations_call(self._ns(namespace), key=key,
+                                             key_contains=key_contains, op=op, actor=actor,
+                                             source=source, limit=page_size),
+                           Operation.from_json)
 
     def cells(self, *, status: str | None = None, search: str | None = None,
-              as_of: str | datetime | None = None,
-              page_size: int | None = None) -> Iterator[Cell]:
-        """The frontier: every cell (or those with ``status``), page by page, by key."""
-        return self._pages(p.cells_call(self.namespace, status=status, search=search,
-                                        as_of=as_of, limit=page_size), Cell.from_json)
+              as_of: str | datetime | None = None, filter: dict[str, Any] | None = None,
+              page_size: int | None = None, namespace: str | None = None) -> Iterator[Cell]:
+        """The frontier: every cell (or those with ``status``, or whose current version's
+        metadata holds ``filter``), page by page, by key."""
+        return self._pages(p.cells_call(self._ns(namespace), status=status, search=search,
+                                        as_of=as_of, limit=page_size, filter=filter),
+                           Cell.from_json)
 
     def _pages(self, call: p.Call | None, parse: Any) -> Iterator[Any]:
         while call is not None:
@@ -246,9 +317,10 @@ class Client(_Base):
             yield from page.items
             call = page.next
 
-    def erase(self, key: str, *, report: bool = False) -> EraseReport | None:
+    def erase(self, key: str, *, report: bool = False,
+              namespace: str | None = None) -> EraseReport | None:
         """Privacy erase (SPEC §6): the key and its values are gone for good."""
-        return self._run(p.erase(self.namespace, key, report=report))
+        return self._run(p.erase(self._ns(namespace), key, report=report))
 
 
 class AsyncClient(_Base):
@@ -264,6 +336,12 @@ class AsyncClient(_Base):
                                         timeout=timeout, transport=transport)
 
     async def __aenter__(self) -> AsyncClient:
+        if self._namespace is None:
+            try:
+                await self.whoami()  # so that .namespace is known, as Client's is
+            except BaseException:
+                await self.aclose()
+                raise
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -303,51 +381,63 @@ class AsyncClient(_Base):
         except StopIteration as done:
             return done.value
 
-    async def namespace(self) -> str:
+    @property
+    def namespace(self) -> str:
+        """As :attr:`Client.namespace`; known once ``whoami`` was asked (``async with`` asks
+        it on entry) or when it was given."""
+        return self._require_namespace()
+
+    async def _ns(self, namespace: str | None) -> str:
+        if namespace is not None:
+            return namespace
         if self._namespace is None:
-            self._namespace = (await self.whoami()).namespace
-        return self._namespace
+            await self.whoami()
+        return self._require_namespace()
 
     async def whoami(self) -> Whoami:
-        who = await self._run(p.whoami())
-        self._namespace = self._namespace or who.namespace
-        return who
+        return self._learn(await self._run(p.whoami()))
 
     async def remember(self, text: str | None = None, *,
                        facts: list[dict[str, Any]] | None = None, source: str | None = None,
                        observed_at: str | datetime | None = None, wait: bool = True,
-                       idempotency_key: str | None = None) -> Observation:
+                       idempotency_key: str | None = None,
+                       namespace: str | None = None) -> Observation:
         return await self._run(p.remember(
-            await self.namespace(), text=text, facts=facts, source=source,
+            await self._ns(namespace), text=text, facts=facts, source=source,
             observed_at=observed_at, wait=wait,
             idempotency_key=idempotency_key or p.new_idempotency_key(),
             wait_timeout=self.wait_timeout))
 
-    async def observation(self, observation_id: int) -> Observation:
-        return await self._run(p.observation(await self.namespace(), observation_id))
+    async def observation(self, observation_id: int, *,
+                          namespace: str | None = None) -> Observation:
+        return await self._run(p.observation(await self._ns(namespace), observation_id))
 
     async def recall(self, query: str, *, mode: str = "frontier", k: int | None = None,
-                     as_of: str | datetime | None = None,
-                     disclose: list[str] | None = None) -> ReadResult:
-        return await self._run(p.recall(await self.namespace(), query=query, mode=mode, k=k,
-                                        as_of=as_of, disclose=disclose))
+                     as_of: str | datetime | None = None, disclose: list[str] | None = None,
+                     filter: dict[str, Any] | None = None, min_score: float | None = None,
+                     namespace: str | None = None) -> ReadResult:
+        return await self._run(p.recall(await self._ns(namespace), query=query, mode=mode, k=k,
+                                        as_of=as_of, disclose=disclose, filter=filter,
+                                        min_score=min_score))
 
     async def get_fact(self, key: str, *, as_of: str | datetime | None = None,
-                       history: int | None = None) -> Cell:
-        return await self._run(p.get_fact(await self.namespace(), key, as_of=as_of,
+                       history: int | None = None, namespace: str | None = None) -> Cell:
+        return await self._run(p.get_fact(await self._ns(namespace), key, as_of=as_of,
                                           history=history))
 
     async def fact_history(self, key: str, *, limit: int = 50, before: str | None = None,
-                           as_of: str | datetime | None = None,
-                           search: str | None = None) -> HistoryPage:
-        return await self._run(p.fact_history(await self.namespace(), key, limit=limit,
+                           as_of: str | datetime | None = None, search: str | None = None,
+                           namespace: str | None = None) -> HistoryPage:
+        return await self._run(p.fact_history(await self._ns(namespace), key, limit=limit,
                                               before=before, as_of=as_of, search=search))
 
     async def iter_history(self, key: str, *, as_of: str | datetime | None = None,
-                           page_size: int = 200) -> AsyncIterator[HistoryEntry]:
+                           page_size: int = 200, namespace: str | None = None
+                           ) -> AsyncIterator[HistoryEntry]:
         before: str | None = None
         while True:
-            page = await self.fact_history(key, limit=page_size, before=before, as_of=as_of)
+            page = await self.fact_history(key, limit=page_size, before=before, as_of=as_of,
+                                           namespace=namespace)
             for entry in page.results:
                 yield entry
             if not page.next:
@@ -355,41 +445,66 @@ class AsyncClient(_Base):
             before = page.next
 
     async def retract(self, key: str, reason: str, *, version: int | None = None,
-                      idempotency_key: str | None = None) -> OperationResult:
-        return await self._explicit("retract", key=key, reason=reason, version=version,
-                                    idempotency_key=idempotency_key)
+                      idempotency_key: str | None = None,
+                      namespace: str | None = None) -> OperationResult:
+        return await self._explicit("retract", namespace, key=key, reason=reason,
+                                    version=version, idempotency_key=idempotency_key)
 
     async def contest(self, key: str, value: str, *, reason: str | None = None,
-                      idempotency_key: str | None = None) -> OperationResult:
-        return await self._explicit("contest", key=key, value=value, reason=reason,
-                                    idempotency_key=idempotency_key)
+                      idempotency_key: str | None = None,
+                      metadata: dict[str, Any] | None = None,
+                      namespace: str | None = None) -> OperationResult:
+        return await self._explicit("contest", namespace, key=key, value=value, reason=reason,
+                                    metadata=metadata, idempotency_key=idempotency_key)
 
     async def resolve(self, key: str, *, value: str | None = None, version: int | None = None,
-                      reason: str, idempotency_key: str | None = None) -> OperationResult:
-        return await self._explicit("resolve", key=key, value=value, version=version,
-                                    reason=reason, idempotency_key=idempotency_key)
+                      reason: str, idempotency_key: str | None = None,
+                      namespace: str | None = None) -> OperationResult:
+        return await self._explicit("resolve", namespace, key=key, value=value,
+                                    version=version, reason=reason,
+                                    idempotency_key=idempotency_key)
 
-    async def _explicit(self, capability: str, *, idempotency_key: str | None,
-                        **fact: Any) -> OperationResult:
+    async def accept(self, key: str, value: str, *, reason: str | None = None,
+                     metadata: dict[str, Any] | None = None,
+                     idempotency_key: str | None = None,
+                     namespace: str | None = None) -> OperationResult:
+        return await self._explicit("accept", namespace, key=key, value=value, reason=reason,
+                                    metadata=metadata, idempotency_key=idempotency_key)
+
+    async def reject(self, key: str, value: str | None = None, *, reason: str,
+                     metadata: dict[str, Any] | None = None,
+                     idempotency_key: str | None = None,
+                     namespace: str | None = None) -> OperationResult:
+        return await self._explicit("reject", namespace, key=key, value=value, reason=reason,
+                                    metadata=metadata, idempotency_key=idempotency_key)
+
+    async def restore(self, key: str, version: int, *, reason: str | None = None,
+                      namespace: str | None = None) -> OperationResult:
+        return await self._run(p.restore(await self._ns(namespace), key, version=version,
+                                         reason=reason))
+
+    async def _explicit(self, capability: str, namespace: str | None, *,
+                        idempotency_key: str | None, **fact: Any) -> OperationResult:
         return await self._run(p.explicit_op(
-            await self.namespace(), capability, idempotency_key=idempotency_key or
+            await self._ns(namespace), capability, idempotency_key=idempotency_key or
             p.new_idempotency_key(), wait_timeout=self.wait_timeout, **fact))
 
     async def operations(self, *, key: str | None = None, key_contains: str | None = None,
                          op: str | None = None, actor: str | None = None,
-                         source: str | None = None,
-                         page_size: int | None = None) -> AsyncIterator[Operation]:
+                         source: str | None = None, page_size: int | None = None,
+                         namespace: str | None = None) -> AsyncIterator[Operation]:
         call: p.Call | None = p.operations_call(
-            await self.namespace(), key=key, key_contains=key_contains, op=op, actor=actor,
+            await self._ns(namespace), key=key, key_contains=key_contains, op=op, actor=actor,
             source=source, limit=page_size)
         async for item in self._pages(call, Operation.from_json):
             yield item
 
     async def cells(self, *, status: str | None = None, search: str | None = None,
-                    as_of: str | datetime | None = None,
-                    page_size: int | None = None) -> AsyncIterator[Cell]:
-        call = p.cells_call(await self.namespace(), status=status, search=search, as_of=as_of,
-                            limit=page_size)
+                    as_of: str | datetime | None = None, filter: dict[str, Any] | None = None,
+                    page_size: int | None = None,
+                    namespace: str | None = None) -> AsyncIterator[Cell]:
+        call = p.cells_call(await self._ns(namespace), status=status, search=search,
+                            as_of=as_of, limit=page_size, filter=filter)
         async for item in self._pages(call, Cell.from_json):
             yield item
 
@@ -400,5 +515,6 @@ class AsyncClient(_Base):
                 yield item
             call = page.next
 
-    async def erase(self, key: str, *, report: bool = False) -> EraseReport | None:
-        return await self._run(p.erase(await self.namespace(), key, report=report))
+    async def erase(self, key: str, *, report: bool = False,
+                    namespace: str | None = None) -> EraseReport | None:
+        return await self._run(p.erase(await self._ns(namespace), key, report=report))

@@ -29,6 +29,10 @@ def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
+def _meta(value: Any) -> dict[str, Any] | None:
+    return dict(value) if isinstance(value, dict) and value else None
+
+
 def to_json(value: Any) -> Any:
     """A result as plain JSON (dicts, lists, ISO-8601 times), without the ``raw`` copies."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
@@ -46,19 +50,23 @@ def to_json(value: Any) -> Any:
 @dataclass(frozen=True)
 class Whoami:
     """The token's namespace, scope (``read``, ``write`` or ``review``), client name, and the
-    trusted sources it may name (SPEC §8; empty from a server that predates them)."""
+    trusted sources it may name (SPEC §8; empty from a server that predates them). An
+    application token has no namespace (``""``) but a ``namespace_prefix``: it reaches every
+    namespace whose name starts with it."""
 
     namespace: str
     scope: str
     client: str
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     sources: tuple[str, ...] = ()
+    namespace_prefix: str = ""
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Whoami:
-        return cls(namespace=str(body.get("namespace", "")), scope=str(body.get("scope", "")),
+        return cls(namespace=str(body.get("namespace") or ""), scope=str(body.get("scope", "")),
                    client=str(body.get("client", "")), raw=body,
-                   sources=tuple(str(s) for s in body.get("sources") or ()))
+                   sources=tuple(str(s) for s in body.get("sources") or ()),
+                   namespace_prefix=str(body.get("namespace_prefix") or ""))
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,8 @@ class ObservationOperation:
     #: source (SPEC §3); empty from a server that predates them.
     method: str = ""
     source: str = ""
+    #: The version's position in its key's history (the explorer's vN); None: no version.
+    ordinal: int | None = None
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> ObservationOperation:
@@ -89,7 +99,7 @@ class ObservationOperation:
                    version=_int(body.get("version")), status=_str(body.get("status")),
                    reason=str(body.get("reason") or ""), actor=str(body.get("actor") or ""),
                    raw=body, method=str(body.get("method") or ""),
-                   source=str(body.get("source") or ""))
+                   source=str(body.get("source") or ""), ordinal=_int(body.get("ordinal")))
 
 
 @dataclass(frozen=True)
@@ -144,16 +154,21 @@ class Alternative:
     value: str
     support: int
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    ordinal: int | None = None
+    metadata: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Alternative:
         return cls(version=int(body["version"]), value=str(body.get("value", "")),
-                   support=int(body.get("support") or 0), raw=body)
+                   support=int(body.get("support") or 0), raw=body,
+                   ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")))
 
 
 @dataclass(frozen=True)
 class HistoryEntry:
-    """One version of a key: its value, status and when it held (``valid_to`` None: still)."""
+    """One version of a key: its value, status and when it held (``valid_to`` None: still),
+    its position in the history (``ordinal``, the explorer's vN) and the ``metadata`` of the
+    fact that created it."""
 
     version: int
     value: str
@@ -161,12 +176,15 @@ class HistoryEntry:
     valid_from: datetime | None
     valid_to: datetime | None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    ordinal: int | None = None
+    metadata: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> HistoryEntry:
         return cls(version=int(body["version"]), value=str(body.get("value", "")),
                    status=str(body.get("status", "")), valid_from=_time(body.get("valid_from")),
-                   valid_to=_time(body.get("valid_to")), raw=body)
+                   valid_to=_time(body.get("valid_to")), raw=body,
+                   ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")))
 
 
 @dataclass(frozen=True)
@@ -195,6 +213,9 @@ class Cell:
     history_total: int | None = None
     history_next: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: The head's position in the history (vN) and its fact's metadata.
+    ordinal: int | None = None
+    metadata: dict[str, Any] | None = None
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Cell:
@@ -206,7 +227,8 @@ class Cell:
             alternatives=[Alternative.from_json(a) for a in body.get("alternatives") or []],
             history=history, aliases=[str(a) for a in body.get("aliases") or []],
             history_total=_int(body.get("history_total")),
-            history_next=_str(body.get("history_next")), raw=body)
+            history_next=_str(body.get("history_next")), raw=body,
+            ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")))
 
 
 @dataclass(frozen=True)
@@ -227,6 +249,7 @@ class Operation:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     method: str = ""  # SPEC §3: how it was decided
     source: str = ""  # the evidence's source
+    ordinal: int | None = None  # the version's position in its key's history (vN)
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Operation:
@@ -237,17 +260,19 @@ class Operation:
                    reason=str(body.get("reason") or ""), seq=_int(body.get("seq")),
                    observation=_int(body.get("observation")),
                    created_at=_time(body.get("created_at")), raw=body,
-                   method=str(body.get("method") or ""), source=str(body.get("source") or ""))
+                   method=str(body.get("method") or ""), source=str(body.get("source") or ""),
+                   ordinal=_int(body.get("ordinal")))
 
 
 @dataclass(frozen=True)
 class OperationResult:
-    """What ``retract``, ``contest`` and ``resolve`` give back: the operation as recorded, the
-    cell after it, and the observation that carried it."""
+    """What ``retract``, ``contest``, ``resolve``, ``accept``, ``reject`` and ``restore`` give
+    back: the operation as recorded, the cell after it, and the observation that carried it
+    (None for ``restore``, a reviewer's operation on the cell itself)."""
 
     operation: ObservationOperation
     cell: Cell | None
-    observation: Observation
+    observation: Observation | None
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,10 @@ Authentication is the API's own: ``Authorization: Bearer <api token>`` is checke
 middleware refuses a missing or unknown token with 401, so no tool runs), and every tool
 forwards the same token to the API, declaring the channel ``mcp`` so that the API signs the
 writes ``mcp:<client>`` (docs/decisions.md "The MCP server signs its writes mcp:<client>").
-The token's namespace is the memory the agent sees: the API answers for nothing else.
+The token's namespace is the memory the agent sees: the API answers for nothing else. An
+application token (one for every namespace of a prefix) names the namespace of the session in
+the header ``X-Pmem-Namespace``; the API refuses (404) one outside its prefix, as it refuses any
+namespace a token cannot reach.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import os
 import time
 from collections import OrderedDict
+from contextvars import ContextVar
 
 import uvicorn
 from mcp.server.auth.middleware.auth_context import get_access_token
@@ -38,6 +42,9 @@ VERIFIED_FOR_S = 30.0
 MAX_CLIENTS = 256
 REFUSED = (pmem_client.Unauthorized, pmem_client.Forbidden, pmem_client.NotFound,
            pmem_client.BadRequest)
+NAMESPACE_HEADER = b"x-pmem-namespace"
+#: The namespace the request being served names (an application token's session), if any.
+_named: ContextVar[str | None] = ContextVar("pmem_mcp_namespace", default=None)
 
 
 class ClientPool:
@@ -55,13 +62,13 @@ class ClientPool:
     def _id(token: str) -> str:
         return hashlib.sha256(token.encode()).hexdigest()
 
-    def client(self, token: str) -> AsyncClient:
-        key = self._id(token)
+    def client(self, token: str, namespace: str | None = None) -> AsyncClient:
+        key = self._id(token) + (f"/{namespace}" if namespace else "")
         found = self._clients.get(key)
         if found is not None:
             self._clients.move_to_end(key)
             return found
-        made = AsyncClient(self.api_url, token, channel="mcp")
+        made = AsyncClient(self.api_url, token, channel="mcp", namespace=namespace)
         self._clients[key] = made
         while len(self._clients) > MAX_CLIENTS:
             old_key, old = self._clients.popitem(last=False)
@@ -94,7 +101,25 @@ class ClientPool:
         access = get_access_token()
         if access is None:  # the bearer middleware lets no request without one through
             raise PermissionError("no authenticated token in this request")
-        return self.client(access.token)
+        return self.client(access.token, _named.get())
+
+
+class NamedNamespace:
+    """Keeps the request's ``X-Pmem-Namespace`` for the tools it runs (:data:`_named`)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        named = None
+        if scope["type"] == "http":
+            named = next((v.decode("latin-1") for k, v in scope.get("headers") or ()
+                          if k.lower() == NAMESPACE_HEADER), None)
+        reset = _named.set(named or None)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _named.reset(reset)
 
 
 class ApiUnavailable:
@@ -145,8 +170,8 @@ def create_app(api_url: str) -> ASGIApp:
     server = build_server(pool.current, token_verifier=pool,
                           auth=AuthSettings(issuer_url=api_url, resource_server_url=None))
     # DNS-rebinding protection stays on (the SDK's default for a server bound to localhost).
-    return ApiUnavailable(server.streamable_http_app(streamable_http_path=MCP_PATH,
-                                                     host="127.0.0.1"))
+    return NamedNamespace(ApiUnavailable(server.streamable_http_app(
+        streamable_http_path=MCP_PATH, host="127.0.0.1")))
 
 
 def main(argv: list[str] | None = None) -> None:

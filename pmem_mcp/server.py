@@ -32,6 +32,8 @@ ToolFn = TypeVar("ToolFn", bound=Callable[..., Awaitable[Any]])
 
 #: History entries a cell carries in a tool answer (the rest through ``fact_history``).
 HISTORY_SHOWN = 10
+#: What a recall's structured items keep of each item (its line is in the context).
+COMPACT_ITEM = ("key", "value", "status", "version", "ordinal", "score", "id", "seq")
 #: Cells the frontier resource lists before it says how many more there are.
 FRONTIER_SHOWN = 500
 
@@ -67,6 +69,9 @@ A tool that refuses an operation answers an error whose text is the reason (for 
 retracting a key that has nothing left to retract)."""
 
 
+MetadataValue = str | int | float | bool
+
+
 class Fact(BaseModel):
     key: Annotated[str, Field(description="The fact's key, `<entity>_<attribute>` in "
                                           "snake_case, e.g. `mug_1_location`.")]
@@ -75,6 +80,12 @@ class Fact(BaseModel):
     op: Annotated[Literal["accept", "contest", "reject", "revoke", "resolve", "noop"] | None,
                   Field(description="Leave out: the memory decides (a new value supersedes "
                                     "the old). Give one to force it.")] = None
+    reason: Annotated[str | None, Field(description="With an op: why (kept in the log).")] = None
+    hard_commit: Annotated[bool | None, Field(description=(
+        "True: a correction that must be kept even if it repeats the current value."))] = None
+    metadata: Annotated[dict[str, MetadataValue] | None, Field(description=(
+        "Flat labels kept with the value this fact creates, e.g. {\"topic\": \"food\"}; "
+        "recall's `filter` selects by them."))] = None
 
 
 class Refused(Exception):
@@ -122,8 +133,15 @@ def observation_out(observation: pmem_client.Observation) -> dict[str, Any]:
     if observation.settled:
         out["operations"] = [
             {"op": o.op, "requested": o.requested, "key": o.key, "value": o.value,
-             "version": o.version, "status": o.status, "reason": o.reason}
+             "version": o.version, "ordinal": o.ordinal, "status": o.status,
+             "reason": o.reason}
             for o in observation.operations]
+        # Said outright: text that yielded no fact stored nothing (an agent reading an empty
+        # list of operations would believe otherwise).
+        if observation.facts_found is not None:
+            out["facts_found"] = observation.facts_found
+        if observation.note:
+            out["note"] = observation.note
     return out
 
 
@@ -131,7 +149,8 @@ def cell_out(cell: pmem_client.Cell | None) -> dict[str, Any] | None:
     if cell is None:
         return None
     return {"key": cell.key, "value": cell.value, "status": cell.status,
-            "version": cell.version, "support": cell.support,
+            "version": cell.version, "ordinal": cell.ordinal, "metadata": cell.metadata,
+            "support": cell.support,
             "alternatives": to_json(cell.alternatives),
             "history": to_json(cell.history[:HISTORY_SHOWN]),
             "history_total": cell.history_total if cell.history_total is not None
@@ -142,8 +161,9 @@ def cell_out(cell: pmem_client.Cell | None) -> dict[str, Any] | None:
 def operation_out(result: pmem_client.OperationResult) -> dict[str, Any]:
     o = result.operation
     return {"operation": {"op": o.op, "key": o.key, "value": o.value, "version": o.version,
-                          "status": o.status, "reason": o.reason, "actor": o.actor,
-                          "observation": result.observation.id},
+                          "ordinal": o.ordinal, "status": o.status, "reason": o.reason,
+                          "actor": o.actor,
+                          "observation": result.observation.id if result.observation else None},
             "cell": cell_out(result.cell)}
 
 
@@ -169,12 +189,14 @@ def _add_write_tools(server: MCPServer, client_for: ClientFor) -> None:
                              idempotent_hint=False, open_world_hint=False)
 
     @_tool(server, annotations=writes, description=(
-        "Write to memory what you observed or learned: `facts` as [{key, value}] (preferred: "
-        "one key per thing that can change, `<entity>_<attribute>`) and/or free `text`, from "
-        "which facts are extracted. A new value for a key supersedes the old one, which stays "
-        "in its history. With `wait` (default) it returns once committed, with the "
-        "operations it produced: `op` is what happened (accept, contest, noop …), `status` "
-        "the fact's status afterwards. Writes keep the order they arrived in."))
+        "Write to memory what you observed or learned. Prefer `facts`: [{key, value}], one "
+        "key per thing that can change, named `<entity>_<attribute>` (`alice_city`); free "
+        "`text` is also read for facts, but may yield none. A new value for a key supersedes "
+        "the old one, which stays in its history. With `wait` (default) it answers once "
+        "committed: `operations` lists what each fact did (`op`: accept, contest, noop …; "
+        "`status`: the fact's status afterwards), `facts_found` how many facts were read, and "
+        "`note` says so when nothing was stored — then write it again as `facts`. Writes keep "
+        "the order they arrived in."))
     async def remember(
         text: Annotated[str | None, Field(description="What happened, in words.")] = None,
         facts: Annotated[list[Fact] | None, Field(description="Keyed facts.")] = None,
@@ -182,13 +204,16 @@ def _add_write_tools(server: MCPServer, client_for: ClientFor) -> None:
             "Where it came from (a sensor, a document, a user). A source with a trust level "
             "must be one this token is bound to; left out, the token's own source when it is "
             "bound to one."))] = None,
+        observed_at: Annotated[str | None, Field(description=(
+            "When it was true in the world (ISO-8601 with a zone), if not now: a report older "
+            "than the current value goes into the history instead of replacing it."))] = None,
         wait: Annotated[bool, Field(description="Wait until committed.")] = True,
     ) -> dict[str, Any]:
         sent = [f.model_dump(exclude_none=True) for f in facts] if facts is not None else None
         if not (text or "").strip() and not sent:
             raise Refused("give text and/or facts")
         return observation_out(await _call(client_for().remember(
-            text, facts=sent, source=source, wait=wait)))
+            text, facts=sent, source=source, observed_at=observed_at, wait=wait)))
 
     @_tool(server, annotations=writes, description=(
         "Retract a value that turned out wrong (a misread, a report made in error): the "
@@ -236,20 +261,41 @@ def _add_read_tools(server: MCPServer, client_for: ClientFor) -> None:
     reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     @_tool(server, annotations=reads, description=(
-        "Read memory for a question before you answer from it. The default `frontier` mode "
-        "returns the current value of the relevant facts as `context` (one `key = value` "
-        "line each; a contested fact lists its candidates); `raw` / `raw_ordered` return the "
-        "most similar original observations instead. `as_of` (ISO-8601 with a zone) reads "
-        "the memory as it was at that time."))
+        "Read memory for a question before you answer from it. Answers plain text: in the "
+        "default `frontier` mode one `key = value` line per relevant fact, its current value "
+        "— a contested fact is marked `(contested)` and lists its candidates after "
+        "`alternatives:` (say which are open, or `resolve` it). `raw` / `raw_ordered` give "
+        "the most similar original observations instead. `as_of` (ISO-8601 with a zone) "
+        "reads the memory as it was then; `filter` keeps facts whose metadata holds each "
+        "entry; `min_score` drops lines scored below it (frontier: the query's similarity to "
+        "the fact plus up to 0.5 for its exact rare words, -1 to 1.5). The "
+        "lines are the nearest facts, not necessarily relevant ones: judge them."))
     async def recall(
         query: Annotated[str, Field(description="The question or topic.")],
         mode: Annotated[ReadMode, Field(description="What to read.")] = AGENT_MODE,
-        k: Annotated[int | None, Field(description="How many items at most.", ge=1)] = None,
+        k: Annotated[int | None, Field(description="How many lines at most.", ge=1)] = None,
         as_of: Annotated[str | None, Field(description="Read as of this time.")] = None,
-    ) -> dict[str, Any]:
-        read = await _call(client_for().recall(query, mode=mode, k=k, as_of=as_of))
-        return {"mode": read.mode, "context": read.context, "items": read.items,
-                "context_chars": read.context_chars}
+        disclose: Annotated[list[Literal["alternatives", "support", "history"]] | None,
+                            Field(description=(
+                                "What each fact line adds (frontier; default alternatives): "
+                                "`support` its evidence, `history` its earlier values."))
+                            ] = None,
+        filter: Annotated[dict[str, MetadataValue] | None, Field(description=(
+            "frontier: only facts whose metadata has each of these entries."))] = None,
+        min_score: Annotated[float | None, Field(description=(
+            "Drop lines scored below this (each item's score: see the description)."),
+            ge=-1, le=2)] = None,
+    ) -> CallToolResult:
+        read = await _call(client_for().recall(
+            query, mode=mode, k=k, as_of=as_of, filter=filter, min_score=min_score,
+            disclose=disclose if disclose is not None else ["alternatives"]))
+        context = read.context + (f"\n({read.note})" if read.note else "")
+        # The model reads the text; a program may read the items, which name what each line
+        # is (never the line again).
+        items = [{k: item[k] for k in COMPACT_ITEM if k in item} for item in read.items]
+        return CallToolResult(content=[TextContent(type="text", text=context)],
+                              structured_content={"mode": read.mode, "context": context,
+                                                  "items": items})
 
     @_tool(server, annotations=reads, description=(
         "Look up one fact by key: its current `value`, `status` (`active`; `contested`: "
@@ -263,14 +309,19 @@ def _add_read_tools(server: MCPServer, client_for: ClientFor) -> None:
 
     @_tool(server, annotations=reads, description=(
         "Every value a fact has had, newest first, each with its status (active, "
-        "superseded, retracted, contested …) and when it held. Pass the returned `next` as "
-        "`before` for the following page."))
+        "superseded, revoked, contested …), `ordinal` (v1 is its first value) and when it "
+        "held (`valid_from` … `valid_to`). Pass the returned `next` as `before` for the "
+        "following page; `search` finds the values holding some words; `as_of` gives the "
+        "history as it stood then."))
     async def fact_history(
         key: Annotated[str, Field(description="The fact's key.")],
         limit: Annotated[int, Field(description="Entries per page.", ge=1, le=1000)] = 50,
         before: Annotated[str | None, Field(description="`next` of the previous page.")] = None,
+        as_of: Annotated[str | None, Field(description="As of this time (ISO-8601).")] = None,
+        search: Annotated[str | None, Field(description="Words the value holds.")] = None,
     ) -> dict[str, Any]:
-        page = await _call(client_for().fact_history(key, limit=limit, before=before))
+        page = await _call(client_for().fact_history(key, limit=limit, before=before,
+                                                      as_of=as_of, search=search))
         return {"results": to_json(page.results), "next": page.next, "total": page.total}
 
     @_tool(server, annotations=reads, description=(

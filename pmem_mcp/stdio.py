@@ -24,9 +24,10 @@ def local_url() -> str:
     return f"http://{host}"
 
 
-def in_process_client(token: str) -> AsyncClient:
+def in_process_client(token: str, namespace: str | None = None) -> AsyncClient:
     transport = httpx2.ASGITransport(app=get_asgi_application())
-    return AsyncClient(local_url(), token, channel="mcp", transport=transport)
+    return AsyncClient(local_url(), token, channel="mcp", transport=transport,
+                       namespace=namespace)
 
 
 async def serve(client: AsyncClient) -> None:

@@ -1,8 +1,9 @@
 """API authentication and namespace scoping.
 
 ``Authorization: Token <token>`` (or ``Bearer <token>``, as the MCP server takes it)
-authenticates as the token's client and reaches the token's namespace only, within the token's
-scope; session auth (the explorer) reaches namespaces the user is a member of, with the scope
+authenticates as the token's client and reaches the token's namespace only — an application
+token the namespaces whose names start with its prefix, creating one on its first write —
+within the token's scope; session auth (the explorer) reaches namespaces the user is a member of, with the scope
 of the member's role. A namespace the caller cannot reach answers 404, so its existence does
 not leak; a token that is not usable answers 401 whatever namespace it was sent to.
 """
@@ -17,7 +18,12 @@ from rest_framework.request import Request
 
 from memory.domain.scopes import Scope, scope_allows
 from memory.models import ApiToken, Membership, Namespace
-from memory.services import TokenRejected, token_authenticate
+from memory.services import (
+    TokenRejected,
+    namespace_create,
+    namespace_reached,
+    token_authenticate,
+)
 
 KEYWORDS = (b"token", b"bearer")
 #: What each explorer role may do through the API with a session.
@@ -94,16 +100,28 @@ def actor_of(request: Request) -> str:
     return f"user:{user.get_username()}"
 
 
-def namespace_for(request: Request, name: str, *, scope: Scope = Scope.READ) -> Namespace:
+def namespace_for(request: Request, name: str, *, scope: Scope = Scope.READ,
+                  create: bool = False, missing_ok: bool = False) -> Namespace | None:
     """The namespace ``name`` if the caller may reach it with ``scope``.
 
     A token's scope was checked before the view ran (``memory.api.permissions``); a person's
-    comes from their role here, after membership, so a non-member sees 404, never 403."""
+    comes from their role here, after membership, so a non-member sees 404, never 403. An
+    application token reaches the names that start with its prefix; with ``create`` (its
+    writes) a name it reaches that has no namespace yet gets one, else it is 404 like any
+    other namespace the caller cannot see — or None with ``missing_ok``."""
     user = request.user
     if isinstance(user, TokenClient):
-        if user.token.namespace.name != name:
+        token = user.token
+        if not namespace_reached(token, name):
             raise exceptions.NotFound("no such namespace")
-        return user.token.namespace
+        if token.namespace is not None:
+            return token.namespace
+        found = Namespace.objects.filter(name=name).first()
+        if found is None and create:
+            found = namespace_create(name=name)  # InvalidName: 400 naming the namespace
+        if found is None and not missing_ok:
+            raise exceptions.NotFound("no such namespace")
+        return found
     namespace = Namespace.objects.filter(name=name).first()
     if namespace is None or isinstance(user, AnonymousUser) or user is None:
         raise exceptions.NotFound("no such namespace")

@@ -62,8 +62,14 @@ class NamespaceView(ScopedView):
                 raise exceptions.ValidationError({name: "Null characters are not allowed."})
         super().initial(request, *args, **kwargs)
 
-    def namespace(self, request: Request, ns: str) -> Any:
-        return namespace_for(request, ns, scope=self.required_scope)
+    def namespace(self, request: Request, ns: str, *, create: bool = False) -> Any:
+        return namespace_for(request, ns, scope=self.required_scope, create=create)
+
+    def reachable(self, request: Request, ns: str) -> Any:
+        """The namespace, or None for one an application token reaches that does not exist
+        yet (its first write creates it); 404 for every other namespace the caller cannot
+        see, before the body is looked at."""
+        return namespace_for(request, ns, scope=self.required_scope, missing_ok=True)
 
     def evidence(self, namespace: Any, pk: int) -> Any:
         evidence = observation_in(namespace=namespace, pk=pk)

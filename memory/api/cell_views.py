@@ -30,9 +30,17 @@ from memory.tasks import enqueue_erase_followup
 
 from . import outputs as o
 from . import serializers as s
+from . import versions
 from .auth import actor_of
 from .base import NamespaceView
-from .params import bounded_int, next_url, page_limit, version_id, zero_or_one
+from .params import (
+    bounded_int,
+    metadata_filter,
+    next_url,
+    page_limit,
+    version_id,
+    zero_or_one,
+)
 from .permissions import ReadScope, ReviewScope
 from .views import REFUSALS
 
@@ -42,6 +50,13 @@ AS_OF = OpenApiParameter("as_of", str, description="ISO-8601 time with a zone: m
 
 def _as_of(request: Request) -> Any:
     return parse_instant(request.query_params.get("as_of"), field="as_of")
+
+
+def _cell(state: Any) -> dict[str, Any]:
+    """A cell's answer, its versions named with their ordinals and metadata."""
+    body = o.CellOut.render(state)
+    versions.attach_cells([body])
+    return body
 
 
 class CellsView(NamespaceView):
@@ -54,11 +69,15 @@ class CellsView(NamespaceView):
                     OpenApiParameter("search", str), OpenApiParameter("after", str),
                     OpenApiParameter("limit", int),
                     OpenApiParameter("history", int, description="history entries per cell"),
-                    OpenApiParameter("as_of", str, description="the frontier as of this time")],
+                    OpenApiParameter("as_of", str, description="the frontier as of this time"),
+                    OpenApiParameter("filter", str, description=(
+                        "a JSON object: only cells whose current version's metadata holds "
+                        "each of its entries, e.g. {\"user\": \"alice\"}"))],
     )
     def get(self, request: Request, ns: str) -> Response:
         namespace = self.namespace(request, ns)
         params = request.query_params
+        metadata = metadata_filter(params)
         status_ = params.get("status")
         if status_ not in (None, "", *CellStatus):
             *first, last = (status.value for status in CellStatus)
@@ -73,13 +92,17 @@ class CellsView(NamespaceView):
             # SPEC §9: each cell's value and status then, and how many versions it held (its
             # history as of T is one request away).
             rows, after = frontier_as_of(namespace, as_of, after=after or "", limit=limit,
-                                         status=status_ or None, search=search)
+                                         status=status_ or None, search=search,
+                                         metadata=metadata)
         else:
             rows, after = cells_page(namespace=namespace, status=status_ or None,
-                                     search=search, after=after, limit=limit, history=history)
-        return Response(o.CellListOut.render({
+                                     search=search, after=after, limit=limit, history=history,
+                                     metadata=metadata)
+        body = o.CellListOut.render({
             "results": rows, "next": next_url(request, after=after) if after else None,
-            "as_of": as_of}))
+            "as_of": as_of})
+        versions.attach_cells(body["results"])
+        return Response(body)
 
 
 class CellDetailView(NamespaceView):
@@ -99,7 +122,7 @@ class CellDetailView(NamespaceView):
         state = cell_as_of(self.namespace(request, ns), key, _as_of(request), history=history)
         if state is None:
             raise exceptions.NotFound(f"no cell with key {key!r}")
-        return Response(o.CellOut.render(state))
+        return Response(_cell(state))
 
     @extend_schema(request=None, responses={**REFUSALS, 204: None, 200: o.EraseReportOut},
                    parameters=[OpenApiParameter("report", int, description=(
@@ -137,7 +160,9 @@ class CellGraphView(NamespaceView):
             if node["kind"] == "evidence":
                 node["observation_url"] = request.build_absolute_uri(
                     reverse("api-observation", args=[ns, node["observation"]]))
-        return Response(o.GraphOut.render(graph))
+        body = o.GraphOut.render(graph)
+        versions.attach_graph(body)
+        return Response(body)
 
 
 class CellHistoryView(NamespaceView):
@@ -159,11 +184,13 @@ class CellHistoryView(NamespaceView):
         cell = self.cell(self.namespace(request, ns), key)
         page = history_page(cell, before=params.get("before") or None, limit=limit,
                             as_of=as_of, search=search)
-        return Response(o.HistoryPageOut.render({
+        body = o.HistoryPageOut.render({
             "results": page.entries, "next": page.next, "total": page.total,
             "next_url": next_url(request, before=page.next) if page.next else None,
             "total_capped": search is not None and page.total >= SEARCH_COUNT_CAP,
-            "as_of": as_of}))
+            "as_of": as_of})
+        versions.attach(body["results"])
+        return Response(body)
 
 
 class CellTimelineView(NamespaceView):
@@ -201,5 +228,8 @@ class CellOperationsView(NamespaceView):
             explicit=True,
         )
         cell = cell_as_of(namespace, applied.cell.key, None) if applied.cell else None
-        return Response(o.CellOpOut.render({"operation": applied.operation, "cell": cell}),
-                        status=status.HTTP_201_CREATED)
+        body = o.CellOpOut.render({"operation": applied.operation, "cell": cell})
+        versions.attach(references=[body["operation"]])
+        if body["cell"] is not None:
+            versions.attach_cells([body["cell"]])
+        return Response(body, status=status.HTTP_201_CREATED)

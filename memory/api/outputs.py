@@ -1,6 +1,9 @@
 """The shape of every answer of the HTTP API: one output serializer each, which renders the answer
 (:meth:`memory.api.render.Out.render`) and states it in the served OpenAPI schema: the schema is
-the truth (tests/api/test_schema_conformance.py, tests/agents/test_client_types.py)."""
+the truth (tests/api/test_schema_conformance.py, tests/agents/test_client_types.py).
+
+(Over 450 lines on purpose: every answer of the API in one place, in the order of CONTRACT's
+tables, is the schema read as code; the shapes nest in each other and share their fields.)"""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from memory.domain import CellStatus, EvidenceState
 from memory.domain.scopes import Scope
 
 from .render import OneOf, Out
+from .serializers import MetadataField
 
 #: The two vocabularies answered under a field named ``status``, named in the schema by
 #: SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"].
@@ -33,6 +37,7 @@ class FactOut(Out):
     version = serializers.IntegerField(required=False)
     hard_commit = serializers.BooleanField(required=False)
     reason = serializers.CharField(required=False, allow_blank=True)
+    metadata = MetadataField(required=False, allow_null=True)
 
 
 class OperationSummaryOut(Out):
@@ -41,6 +46,9 @@ class OperationSummaryOut(Out):
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True)
     version = serializers.IntegerField(allow_null=True)
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
     status = serializers.CharField(allow_null=True, help_text="the version's status now")
     reason = serializers.CharField(allow_blank=True)
     actor = serializers.CharField()
@@ -140,21 +148,36 @@ class VersionOut(Out):
     valid_to = serializers.DateTimeField(allow_null=True)
     ordinal = serializers.IntegerField(required=False,
                                        help_text="1-based position in the key's history")
+    metadata = MetadataField(
+        allow_null=True, required=False,
+        help_text="the metadata the fact that created the version carried (null: none)")
 
 
 class AlternativeOut(Out):
     version = serializers.IntegerField()
     value = serializers.CharField(allow_blank=True)
     support = serializers.IntegerField(allow_null=True, help_text="null as of a past time")
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
+    metadata = MetadataField(
+        allow_null=True, required=False,
+        help_text="the metadata the fact that created the version carried (null: none)")
 
 
 class CellOut(Out):
-    omit = {"as_of": None}
+    omit = {"as_of": None, "updated_at": None}
 
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True, allow_blank=True)
     status = serializers.ChoiceField(choices=CELL_STATUSES)
     version = serializers.IntegerField(allow_null=True)
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
+    metadata = MetadataField(
+        allow_null=True, required=False,
+        help_text="the metadata the fact that created the version carried (null: none)")
     support = serializers.IntegerField()
     alternatives = AlternativeOut(many=True)
     history = VersionOut(many=True, help_text="at most `history` entries, newest first")
@@ -164,6 +187,10 @@ class CellOut(Out):
     aliases = serializers.ListField(child=serializers.CharField())
     rendered = serializers.CharField(help_text="the cell as a read's context line shows it")
     as_of = serializers.DateTimeField(required=False)
+    created_at = serializers.DateTimeField(required=False,
+                                           help_text="when the key was first written")
+    updated_at = serializers.DateTimeField(
+        required=False, help_text="when its current value last changed (not as of a time)")
 
 
 class CellRowOut(Out):
@@ -174,7 +201,14 @@ class CellRowOut(Out):
     value = serializers.CharField(allow_null=True, allow_blank=True)
     status = serializers.ChoiceField(choices=CELL_STATUSES)
     version = serializers.IntegerField(allow_null=True)
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
+    metadata = MetadataField(
+        allow_null=True, required=False,
+        help_text="the metadata the fact that created the version carried (null: none)")
     support = serializers.IntegerField(allow_null=True)
+    created_at = serializers.DateTimeField(required=False)
     updated_at = serializers.DateTimeField(required=False)
     alternatives = AlternativeOut(many=True, required=False)
     history = VersionOut(many=True, required=False)
@@ -235,6 +269,9 @@ class VersionNodeOut(Out):
     status = serializers.CharField()
     version = serializers.IntegerField()
     ordinal = serializers.IntegerField()
+    metadata = MetadataField(
+        allow_null=True, required=False,
+        help_text="the metadata the fact that created the version carried (null: none)")
     support = serializers.IntegerField(allow_null=True, help_text="null as of a past time")
     valid_from = serializers.DateTimeField()
     valid_to = serializers.DateTimeField(allow_null=True)
@@ -270,6 +307,9 @@ class OperationNodeOut(Out):
     reason = serializers.CharField(allow_blank=True)
     seq = serializers.IntegerField(allow_null=True)
     version = serializers.IntegerField(allow_null=True)
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
     created_at = serializers.DateTimeField()
     evidence = serializers.IntegerField(allow_null=True)
     raw_output = serializers.CharField(allow_blank=True)
@@ -338,6 +378,9 @@ class OperationOut(Out):
     key = serializers.CharField()
     value = serializers.CharField(allow_null=True)
     version = serializers.IntegerField(source="version_id", allow_null=True)
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
     actor = serializers.CharField(help_text="Who asked: api:<token>, mcp:<token>, user:<name>, "
                                             "system")
     method = serializers.CharField(help_text="How it was decided: explicit, rule, model, "
@@ -372,7 +415,14 @@ class FrontierItemOut(Out):
     value = serializers.CharField(allow_null=True, allow_blank=True)
     status = serializers.CharField()
     version = serializers.IntegerField(allow_null=True)
+    ordinal = serializers.IntegerField(
+        allow_null=True, required=False,
+        help_text="the version's position in its key's history (the explorer's vN)")
+    metadata = MetadataField(
+        allow_null=True, required=False,
+        help_text="the metadata the fact that created the version carried (null: none)")
     support = serializers.IntegerField(required=False)
+    created_at = serializers.DateTimeField(required=False)
     updated_at = serializers.DateTimeField(required=False)
     score = serializers.FloatField()
     # The parts the default frontier read fuses (SPEC §7): the cosine (null for a cell not
@@ -442,7 +492,14 @@ class AnswerOut(Out):
 
 class WhoAmIOut(Out):
     """Rendered from the token itself."""
-    namespace = serializers.CharField(source="namespace.name")
+    namespace = serializers.CharField(
+        source="namespace_name", allow_null=True,
+        help_text="the namespace the token reaches (null: an application token, which reaches "
+                  "those of namespace_prefix)")
+    namespace_prefix = serializers.CharField(
+        source="application_prefix", allow_null=True,
+        help_text="an application token's: it reaches every namespace whose name starts with "
+                  "this, and its first write to one creates it")
     scope = serializers.ChoiceField(choices=[s.value for s in Scope])
     client = serializers.CharField(help_text="operations are signed api:<client>")
     name = serializers.CharField(allow_blank=True)

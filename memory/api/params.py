@@ -11,6 +11,7 @@ from rest_framework import exceptions
 from rest_framework.request import Request
 
 from memory.domain import BIGINT_MAX
+from memory.domain.metadata import Metadata, MetadataRefused, parse_filter
 
 #: Default and largest page of a paged list (cells, operations).
 PAGE_DEFAULT = 50
@@ -74,3 +75,14 @@ def next_url(request: Request, **params: Any) -> str:
     query = {k: v for k, v in request.query_params.items() if k not in params}
     query.update(params)
     return request.build_absolute_uri(request.path) + "?" + urlencode(query)
+
+
+def metadata_filter(params: Any) -> Metadata | None:
+    """The ``filter`` query parameter: metadata as a JSON object (400 naming it otherwise)."""
+    raw = params.get("filter")
+    if raw is None or raw == "":
+        return None
+    try:
+        return parse_filter(raw)
+    except MetadataRefused as refused:
+        raise exceptions.ValidationError({"filter": str(refused)}) from None

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.conf import settings
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from memory.domain import (
@@ -19,6 +20,7 @@ from memory.domain import (
     normalize_key,
 )
 from memory.domain.instants import TimeRefused, parse_instant
+from memory.domain.metadata import Metadata, MetadataRefused, clean_metadata
 from memory.reads import ANSWER_MODES, READ_MODES
 
 
@@ -103,6 +105,36 @@ def _check_op_args(attrs: dict[str, Any]) -> dict[str, Any]:
     return attrs
 
 
+class StrictFloatField(serializers.FloatField):
+    """A JSON number: not a string of digits, not a boolean."""
+
+    def to_internal_value(self, data: Any) -> float:
+        if isinstance(data, bool) or not isinstance(data, int | float):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+#: The schema of metadata (memory.domain.metadata), in and out.
+METADATA_SCHEMA = {"type": "object", "nullable": True,
+                   "additionalProperties": {"oneOf": [{"type": "string"}, {"type": "number"},
+                                                      {"type": "boolean"}]}}
+
+
+@extend_schema_field(METADATA_SCHEMA)
+class MetadataField(serializers.Field):
+    """A flat JSON object of strings, numbers and booleans (memory.domain.metadata): what a
+    fact carries, and what a filter asks for. An empty object is none (None)."""
+
+    def to_internal_value(self, data: Any) -> Metadata | None:
+        try:
+            return clean_metadata(data)
+        except MetadataRefused as refused:
+            raise serializers.ValidationError(str(refused)) from None
+
+    def to_representation(self, value: Any) -> Any:
+        return value
+
+
 class FactIn(serializers.Serializer):
     key = _key_field()
     value = _value_field()
@@ -112,6 +144,10 @@ class FactIn(serializers.Serializer):
     # Why a fact with an explicit op was sent (an agent retracting its own update): recorded
     # on the operation like the reason of a reviewer's action.
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
+    metadata = MetadataField(
+        required=False, allow_null=True,
+        help_text="A flat object of strings, numbers and booleans kept with the version this "
+                  "fact creates (at most 32 entries, 4 kB); reads filter by it.")
 
     def validate_key(self, key: str) -> str:
         problem = key_problem(key)
@@ -162,10 +198,30 @@ class ReadIn(serializers.Serializer):
     gate = StrictBooleanField(required=False, default=False)
     as_of = StrictCharField(required=False, max_length=64,
                             help_text="ISO-8601 time with a zone: read memory as it was then")
+    filter = MetadataField(
+        required=False, allow_null=True,
+        help_text="frontier modes: only facts whose current version's metadata holds each of "
+                  "these entries (equality)")
+    min_score = StrictFloatField(
+        required=False, allow_null=True, min_value=-1.0, max_value=2.0,
+        help_text="drop items whose score is below this: the score each item carries (in "
+                  "frontier the cosine of query and cell plus half the share of the query's "
+                  "rare words the cell holds, -1 to 1.5; otherwise the cosine, -1 to 1)")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("filter") and not READ_MODES[attrs.get("mode", "frontier")].spec.reads_cells:
+            raise serializers.ValidationError(
+                {"filter": "metadata belongs to facts: filter reads in a frontier mode"})
+        return attrs
 
 
 class AnswerIn(ReadIn):
     mode = serializers.ChoiceField(choices=list(ANSWER_MODES), default="frontier")
     as_of = None  # type: ignore[assignment]  # the answer step reads the present only
+    filter = None  # type: ignore[assignment]  # nor filters its reads
+    min_score = None  # type: ignore[assignment]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        return attrs
 
 

@@ -17,12 +17,21 @@ from memory import reads
 from memory.domain import LOG_TYPES, SETTLED_STATES
 from memory.domain.instants import parse_instant
 from memory.llm.client import client_from_settings
-from memory.selectors import observation_detail, observation_when_settled, operations_page
+from memory.selectors import (
+    ReadResult,
+    frontier_read_as_of,
+    frontier_read_filtered,
+    observation_detail,
+    observation_when_settled,
+    operations_page,
+    with_min_score,
+)
 from memory.services import observation_record, observation_retry, source_claim
 from memory.tasks import queue_observation
 
 from . import outputs as o
 from . import serializers as s
+from . import versions
 from .auth import TokenClient, actor_of, caller_scope, token_of
 from .base import NamespaceView, ScopedView
 from .params import next_url, operation_before, page_limit, zero_or_one
@@ -56,6 +65,13 @@ def _enqueue(evidence_id: int) -> None:
     queue_observation(evidence_id)
 
 
+def _observation(detail: dict[str, Any]) -> dict[str, Any]:
+    """An observation's answer, its operations' versions named with their ordinals too."""
+    body = o.ObservationOut.render(detail)
+    versions.attach(references=body["operations"])
+    return body
+
+
 class ObservationsView(NamespaceView):
     scopes = {"POST": WriteScope}
 
@@ -73,13 +89,15 @@ class ObservationsView(NamespaceView):
                     "true) when the request is the same, else answers 409.",
     )
     def post(self, request: Request, ns: str) -> Response:
-        namespace = self.namespace(request, ns)
+        namespace = self.reachable(request, ns)
         wait = zero_or_one(request.query_params, "wait")
         data = s.ObservationIn(data=request.data)
         data.is_valid(raise_exception=True)
+        if namespace is None:  # an application token's first write: valid, so it is made
+            namespace = self.namespace(request, ns, create=True)
         v = data.validated_data
         facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit",
-                                      "reason") if k in f}
+                                      "reason", "metadata") if k in f}
                  for f in v.get("facts", [])]
         # SPEC §8: the source is one this caller may claim (403 otherwise, nothing stored).
         source = source_claim(namespace=namespace, token=token_of(request),
@@ -97,9 +115,9 @@ class ObservationsView(NamespaceView):
         if wait:
             evidence = observation_when_settled(evidence.id)
             if evidence.state in SETTLED_STATES:
-                return Response(o.ObservationOut.render(
-                    {**observation_detail(evidence), "replayed": replayed}),
-                    status=status.HTTP_201_CREATED, headers=headers)
+                return Response(_observation({**observation_detail(evidence),
+                                              "replayed": replayed}),
+                                status=status.HTTP_201_CREATED, headers=headers)
         return Response(o.ObservationAcceptedOut.render(
             {"id": evidence.id, "seq": evidence.seq, "status": evidence.state,
              "replayed": replayed}), status=status.HTTP_202_ACCEPTED, headers=headers)
@@ -113,7 +131,7 @@ class ObservationDetailView(NamespaceView):
                    operation_id="observation_get")
     def get(self, request: Request, ns: str, pk: int) -> Response:
         evidence = self.evidence(self.namespace(request, ns), pk)
-        return Response(o.ObservationOut.render(observation_detail(evidence)))
+        return Response(_observation(observation_detail(evidence)))
 
 
 class ObservationRetryView(NamespaceView):
@@ -128,7 +146,7 @@ class ObservationRetryView(NamespaceView):
             return Response({"error": f"observation is {evidence.state}, not failed"}, status=409)
         _enqueue(evidence.id)
         evidence.refresh_from_db()
-        return Response(o.ObservationOut.render(observation_detail(evidence)),
+        return Response(_observation(observation_detail(evidence)),
                         status=status.HTTP_202_ACCEPTED)
 
 
@@ -160,8 +178,10 @@ class OperationsView(NamespaceView):
             namespace=namespace, key=params.get("key"), actor=params.get("actor"),
             key_contains=params.get("key_contains"), op=op, source=params.get("source"),
             before=operation_before(params), limit=limit)
-        return Response(o.OperationListOut.render({
-            "results": rows, "next": next_url(request, before=rows[-1].id) if more else None}))
+        body = o.OperationListOut.render({
+            "results": rows, "next": next_url(request, before=rows[-1].id) if more else None})
+        versions.attach(references=body["results"])
+        return Response(body)
 
 
 # --- reads -------------------------------------------------------------------------------------
@@ -177,11 +197,30 @@ class ReadView(NamespaceView):
         namespace = self.namespace(request, ns)
         data = s.ReadIn(data=request.data)
         data.is_valid(raise_exception=True)
-        v = data.validated_data
+        body = o.ReadOut.render(read_for(namespace, data.validated_data))
+        if reads.READ_MODES[body["mode"]].spec.reads_cells:  # items name cells' versions
+            versions.attach(body["items"])
+        return Response(body)
+
+
+def read_for(namespace: Any, v: dict[str, Any]) -> ReadResult:
+    """A read as asked: in its mode, narrowed by a metadata ``filter`` (frontier modes), cut
+    at ``min_score``."""
+    as_of = parse_instant(v.get("as_of"), field="as_of")
+    if v.get("filter"):
+        k = v.get("k") or reads.READ_MODES[v["mode"]].default_k
+        if as_of is not None:
+            result = frontier_read_as_of(namespace=namespace, query=v["query"], as_of=as_of,
+                                         k=k, disclose=v["disclose"], metadata=v["filter"])
+        else:
+            result = frontier_read_filtered(namespace=namespace, query=v["query"],
+                                            metadata=v["filter"], k=k, disclose=v["disclose"])
+    else:
         result = reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
-                            disclose=v["disclose"], gate=v["gate"],
-                            as_of=parse_instant(v.get("as_of"), field="as_of"))
-        return Response(o.ReadOut.render(result))
+                            disclose=v["disclose"], gate=v["gate"], as_of=as_of)
+    if v.get("min_score") is not None:
+        result = with_min_score(result, v["min_score"])
+    return result
 
 
 class AnswerView(NamespaceView):

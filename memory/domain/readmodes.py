@@ -52,6 +52,14 @@ READ_MODE_SPECS: tuple[ReadModeSpec, ...] = (
         "model.", 12, True, "flat"),
 )
 READ_MODE_NAMES: tuple[str, ...] = tuple(spec.name for spec in READ_MODE_SPECS)
+_BY_NAME = {spec.name: spec for spec in READ_MODE_SPECS}
+
+
+def read_mode_spec(name: str) -> ReadModeSpec:
+    """The spec of the read mode ``name`` (KeyError for none)."""
+    return _BY_NAME[name]
+
+
 #: The read mode agents use unless they ask for another (API and MCP).
 AGENT_MODE = "frontier"
 #: The answer step reads in every read mode, and in one of its own: the iterative readout.

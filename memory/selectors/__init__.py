@@ -12,6 +12,8 @@ management commands and the benchmarks read through this package and nowhere els
 - :mod:`~memory.selectors.versions`: one version's provenance, the versions a retraction or a
   Restore may name, two versions side by side, the history export;
 - :mod:`~memory.selectors.search`: an agent's reads by meaning (frontier, raw), the vector search;
+- :mod:`~memory.selectors.filtered`: the frontier read narrowed by facts' metadata, and a read
+  cut at a relevance score;
 - :mod:`~memory.selectors.recall`: the frontier read's hybrid ranking (cosine fused with the
   query's exact words);
 - :mod:`~memory.selectors.frontier`: a namespace's cells page by page (the explorer's frontier,
@@ -28,6 +30,7 @@ A read that refuses a parameter raises :class:`memory.domain.BadParameter` namin
 from __future__ import annotations
 
 from .access import (
+    application_token_rows,
     audit_list,
     member_role,
     member_roles,
@@ -57,8 +60,10 @@ from .cells import (
     cells_full,
     cells_list,
     cells_page,
+    narrow_cells,
     versions_with_value,
 )
+from .filtered import EXACT_AT_MOST, frontier_read_filtered, with_min_score
 from .frontier import (
     FrontierAsOfRow,
     FrontierPage,
@@ -164,11 +169,18 @@ from .versions import (
     restorable_versions,
     retract_choices,
     version_choices,
+    version_details,
     version_provenance,
     version_side,
 )
 
 __all__ = [
+    "application_token_rows",
+    "EXACT_AT_MOST",
+    "frontier_read_filtered",
+    "with_min_score",
+    "narrow_cells",
+    "version_details",
     "frontier_hybrid_read",
     "frontier_candidates",
     "frontier_render",

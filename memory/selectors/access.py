@@ -58,7 +58,9 @@ def token_row(token: ApiToken) -> dict[str, Any]:
     """One token as ``pmem_token list`` prints it and the explorer shows it."""
     refusal = token_refusal(revoked_at=token.revoked_at, expires_at=token.expires_at,
                             now=timezone.now())
-    return {"id": token.pk, "namespace": token.namespace.name, "prefix": token.prefix,
+    return {"id": token.pk, "namespace": token.namespace.name if token.namespace else None,
+            **({"namespace_prefix": token.namespace_prefix} if token.namespace_prefix else {}),
+            "prefix": token.prefix,
             "name": token.name, "client": token.client, "scope": token.scope,
             "created_by": token.created_by.get_username() if token.created_by else None,
             "created_at": token.created_at, "expires_at": token.expires_at,
@@ -69,6 +71,12 @@ def token_row(token: ApiToken) -> dict[str, Any]:
 
 def token_rows(*, namespace: Namespace) -> list[dict[str, Any]]:
     return [token_row(t) for t in tokens_list(namespace=namespace).select_related("namespace")]
+
+
+def application_token_rows(*, namespace_prefix: str) -> list[dict[str, Any]]:
+    """The application tokens of exactly this prefix, newest first (no secret)."""
+    return [token_row(t) for t in ApiToken.objects.filter(namespace_prefix=namespace_prefix)
+            .select_related("created_by").order_by("-id")]
 
 
 def source_trust_list(*, namespace: Namespace) -> list[tuple[str, int]]:

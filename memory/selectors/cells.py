@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q, QuerySet
+from django.db.models import F, Func, JSONField, Q, QuerySet, Value
 from django.db.models.functions import Left
 
 from memory.domain import (
@@ -28,6 +28,7 @@ from memory.domain import (
     same_value,
     vocabulary,
 )
+from memory.domain.metadata import Metadata
 from memory.domain.render import CellText, ClosedVersion, render_cell
 from memory.models import Cell, KeyAlias, Namespace, SupportEdge, Version
 
@@ -220,6 +221,16 @@ class CellAsOf:
                                     alternatives=tuple(a["value"] for a in self.alternatives)))
 
     @property
+    def created_at(self) -> datetime:
+        """When the key was first written."""
+        return self.cell.created_at
+
+    @property
+    def updated_at(self) -> datetime | None:
+        """When its current value last changed; None as of a past time (the present's only)."""
+        return self.cell.updated_at if self.as_of is None else None
+
+    @property
     def existed(self) -> bool:
         """False when the key had no version yet at ``as_of`` (the empty memory)."""
         return self.history_total > 0
@@ -323,7 +334,7 @@ def cell_summary(cell: Cell) -> dict[str, Any]:
     head = cell.head
     return {"key": cell.key, "value": head.value if head else None, "status": cell_status(head),
             "version": head.id if head else None, "support": head.support if head else 0,
-            "updated_at": cell.updated_at}
+            "created_at": cell.created_at, "updated_at": cell.updated_at}
 
 
 def cells_full(cells: list[Cell], history: int = HISTORY_DEFAULT) -> list[dict[str, Any]]:
@@ -356,12 +367,31 @@ def cells_full(cells: list[Cell], history: int = HISTORY_DEFAULT) -> list[dict[s
     return out
 
 
+def _ns_metadata(namespace: Any, metadata: Any) -> Func:
+    return Func(namespace, metadata, function="pmem_ns_metadata", output_field=JSONField())
+
+
+def narrow_cells(qs: QuerySet[Cell], *, namespace: Namespace,
+                 metadata: Metadata) -> QuerySet[Cell]:
+    """The cells of ``qs`` whose head's metadata holds every entry of ``metadata``, found
+    through the index of heads' metadata."""
+    return (qs.alias(head_meta=_ns_metadata(F("head__namespace_id"), F("head__metadata")))
+            .filter(head_meta__contains=_ns_metadata(Value(namespace.pk),
+                                                     Value(metadata, output_field=JSONField())),
+                    head__metadata__isnull=False, head__status__in=sorted(HEAD_STATUSES),
+                    head__namespace_id=namespace.pk))
+
+
 def cells_page(*, namespace: Namespace, status: str | None, search: str | None,
-               after: str | None, limit: int, history: int = HISTORY_DEFAULT
+               after: str | None, limit: int, history: int = HISTORY_DEFAULT,
+               metadata: dict[str, Any] | None = None
                ) -> tuple[list[dict[str, Any]], str | None]:
     """A page of cells by key after ``after`` (the API's keyset), each in the full shape of
-    :func:`cells_full`: ``(rows, the key to continue after, or None)``. Four statements."""
+    :func:`cells_full`: ``(rows, the key to continue after, or None)``; ``metadata``: only
+    the cells whose head's metadata holds each of its entries. Four statements."""
     qs = cells_list(namespace=namespace, status=status, search=search)
+    if metadata:
+        qs = narrow_cells(qs, namespace=namespace, metadata=metadata)
     if after:
         qs = qs.filter(key__gt=after)
     cells = list(qs.order_by("key")[: limit + 1])

@@ -5,6 +5,7 @@ searched in present and past values, counted up to a cap), the frontier as of a 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -268,13 +269,15 @@ class FrontierAsOfRow:
 
 
 def frontier_as_of(namespace: Namespace, as_of: datetime, *, after: str = "",
-                   limit: int = 50, status: str | None = None, search: str | None = None
+                   limit: int = 50, status: str | None = None, search: str | None = None,
+                   metadata: dict[str, Any] | None = None
                    ) -> tuple[list[FrontierAsOfRow], str | None]:
     """The cells as they were at ``as_of``, by key after ``after``: ``(rows, next after)``.
     A key is listed if it had a version by T (an erased key has none: SPEC §6); before the
     namespace's first commit the answer is empty. ``status`` filters by the cell's status at
-    T, ``search`` by key or value at T (contains, case-insensitive). One statement; it walks
-    the keys in order until the page is full, each with index probes only."""
+    T, ``search`` by key or value at T (contains, case-insensitive), ``metadata`` by the
+    head at T's metadata (each entry equal). One statement; it walks the keys in order until
+    the page is full, each with index probes only."""
     filters = ""
     params: dict[str, Any] = {"t": as_of, "ns": namespace.pk, "after": after,
                               "limit": limit + 1}
@@ -287,6 +290,9 @@ def frontier_as_of(namespace: Namespace, as_of: datetime, *, after: str = "",
         filters += " AND (c.key ILIKE %(like)s OR hv.value ILIKE %(like)s)"
         params["like"] = "%" + search.replace("\\", "\\\\").replace("%", "\\%").replace(
             "_", "\\_") + "%"
+    if metadata:
+        filters += " AND hv.metadata @> %(metadata)s::jsonb"
+        params["metadata"] = json.dumps(metadata)
     with connection.cursor() as cur:
         cur.execute(_FRONTIER_AT_SQL.format(filters=filters), params)
         rows = cur.fetchall()

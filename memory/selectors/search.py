@@ -6,6 +6,7 @@ beyond the query's embedding; :mod:`memory.reads` composes these with the model 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -154,22 +155,28 @@ SELECT c.id, c.key, h.version_id, h.status, v.value, d.d FROM (
       WHERE s.cell_id = c.id AND s.status IN ({", ".join(f"'{s}'" for s in sorted(HEAD_STATUSES))})
         AND s.since <= %(t)s ORDER BY s.since DESC, s.id DESC LIMIT 1) AS h
   JOIN memory_version v ON v.id = h.version_id
- WHERE h.until IS NULL OR h.until > %(t)s
+ WHERE (h.until IS NULL OR h.until > %(t)s){{metadata}}
  ORDER BY d.d, c.id LIMIT %(k)s
 """
 
 
 def frontier_read_as_of(*, namespace: Namespace, query: str, as_of: datetime, k: int = 12,
-                        disclose: Iterable[str] = ()) -> ReadResult:
+                        disclose: Iterable[str] = (),
+                        metadata: dict[str, Any] | None = None) -> ReadResult:
     """The frontier read as memory was at ``as_of`` (SPEC §9): the top-k cells that had a head
     at T, by cosine over their keys' embeddings, each with the value and status it had then;
     ``alternatives`` disclosed as of T (``support`` and ``history`` disclose the present only,
-    so they are left out and the answer says so)."""
+    so they are left out and the answer says so). ``metadata``: only the cells whose head at T
+    carried each of its entries (a version's metadata never changes; no index: the read as of
+    T walks every key already)."""
     wanted = [d for d in DISCLOSURES if d in set(disclose)]
     literal = vector_literal(query_vector(namespace, query))
+    params: dict[str, Any] = {"q": literal, "ns": namespace.pk, "t": as_of, "k": k}
+    condition = ""
+    if metadata:
+        condition, params["filter"] = " AND v.metadata @> %(filter)s::jsonb", json.dumps(metadata)
     with connection.cursor() as cur:
-        cur.execute(_FRONTIER_AS_OF_SQL, {"q": literal, "ns": namespace.pk, "t": as_of,
-                                          "k": k})
+        cur.execute(_FRONTIER_AS_OF_SQL.format(metadata=condition), params)
         rows = cur.fetchall()
     texts, items = [], []
     for cell_id, key, version, status, value, distance in rows:

@@ -8,7 +8,7 @@ operation's version), never a scan of the history.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -17,6 +17,7 @@ from django.db.models import F
 from django.db.models.functions import Left, Length
 
 from memory.domain import BIGINT_MAX, HEAD_STATUSES, RESTORABLE_STATUSES, BadParameter, Status
+from memory.domain.metadata import Metadata
 from memory.domain.wording import plain_reason
 from memory.models import Cell, Namespace, Operation, SupportEdge, Version
 
@@ -201,3 +202,11 @@ def history_rows(*, cell: Cell) -> Iterator[tuple[Any, ...]]:
             .iterator(chunk_size=EXPORT_CHUNK))
 
 
+def version_details(ids: Iterable[int | None]) -> dict[int, tuple[int, Metadata | None]]:
+    """``id -> (ordinal, metadata)`` of the versions named (ids of no version are left out).
+    One statement on the primary key."""
+    wanted = sorted({i for i in ids if isinstance(i, int)})
+    if not wanted:
+        return {}
+    return {vid: (ordinal, metadata) for vid, ordinal, metadata in
+            Version.objects.filter(pk__in=wanted).values_list("id", "ordinal", "metadata")}

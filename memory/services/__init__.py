@@ -33,7 +33,9 @@ from .planning import ModelUnavailable
 from .tokens import (
     TokenRejected,
     audit_record,
+    clean_namespace_prefix,
     demo_secret,
+    namespace_reached,
     token_authenticate,
     token_bind,
     token_create,
@@ -54,5 +56,5 @@ __all__ = [
     "observation_record", "observation_retry", "observations_ingest", "observations_record",
     "operation_apply", "token_authenticate", "token_create", "token_digest", "token_revoke",
     "token_usable", "NotUndoable", "operation_undo", "SourceRefused", "source_claim",
-    "token_bind", "trust_clear", "trust_set",
+    "token_bind", "trust_clear", "trust_set", "clean_namespace_prefix", "namespace_reached",
 ]

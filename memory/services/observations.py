@@ -175,11 +175,13 @@ def _take_seqs(namespace: Namespace, n: int) -> int:
 
 def _fact_dict(key: str, value: str | None, *, op: str | None = None, version: int | None = None,
                hard_commit: bool = False, assertion: str = "asserted",
-               reason: str = "") -> dict[str, Any]:
-    fact = {"key": key, "value": value, "op": op, "version": version, "hard_commit": hard_commit,
-            "assertion": assertion}
+               reason: str = "", metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+    fact: dict[str, Any] = {"key": key, "value": value, "op": op, "version": version,
+                            "hard_commit": hard_commit, "assertion": assertion}
     if reason:
         fact["reason"] = reason
+    if metadata:  # metadata: the client's, carried to the version the fact creates
+        fact["metadata"] = metadata
     return fact
 
 
@@ -194,7 +196,8 @@ def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
     failure: ModelError | None = None
     facts = [
         _fact_dict(f["key"], f.get("value"), op=f.get("op"), version=f.get("version"),
-                   hard_commit=bool(f.get("hard_commit")), reason=f.get("reason") or "")
+                   hard_commit=bool(f.get("hard_commit")), reason=f.get("reason") or "",
+                   metadata=f.get("metadata"))
         for f in (evidence.facts or [])
     ]
     result: dict[str, Any] = {"facts": facts, "extractor": "client" if facts else None,

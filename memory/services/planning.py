@@ -108,6 +108,8 @@ def _payload(fact: dict[str, Any]) -> dict[str, Any]:
                "hard_commit": bool(fact.get("hard_commit"))}
     if fact.get("alias_of"):
         payload["alias_of"] = fact["alias_of"]  # the name the observation used
+    if fact.get("metadata"):  # metadata: the writer keeps it with the version this creates
+        payload["metadata"] = fact["metadata"]
     return payload
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import re
 import secrets
 from collections.abc import Iterable
 from datetime import datetime, timedelta
@@ -50,41 +51,71 @@ def _new_secret() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
-def audit_record(*, namespace: Namespace, actor: str, action: str, target: str,
+def audit_record(*, namespace: Namespace | None, actor: str, action: str, target: str,
                  detail: dict[str, Any] | None = None) -> AuditEntry:
-    """One row of the access audit log. Callers run it inside their own transaction."""
+    """One row of the access audit log (``namespace`` None: an application token's, which
+    belongs to no single namespace). Callers run it inside their own transaction."""
     return AuditEntry.objects.create(namespace=namespace, actor=actor, action=action,
                                      target=target[:200], detail=detail or {})
 
 
 def _target(token: ApiToken) -> str:
-    return f"token {token.prefix}… ({token.name or token.client})"
+    reach = f", namespaces {token.namespace_prefix}*" if token.namespace_prefix else ""
+    return f"token {token.prefix}… ({token.name or token.client}{reach})"
+
+
+#: What an application token's prefix may be: the start of a namespace name (lower-case
+#: letters, digits, '-' and '_'; memory.services.namespaces.NAME_RE), leaving room for more.
+NAMESPACE_PREFIX_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,98}$")
+
+
+def clean_namespace_prefix(prefix: str) -> str:
+    """``prefix`` if an application token may reach the namespaces starting with it, else
+    ValueError saying why."""
+    if not NAMESPACE_PREFIX_RE.match(prefix):
+        raise ValueError("a namespace prefix is 1-99 characters: lower-case letters, digits, "
+                         "'-' and '_', starting with a letter or digit")
+    return prefix
+
+
+def namespace_reached(token: ApiToken, name: str) -> bool:
+    """Does ``token`` reach the namespace named ``name`` (existing or not)?"""
+    if token.namespace_prefix:
+        return name.startswith(token.namespace_prefix)
+    return token.namespace is not None and token.namespace.name == name
 
 
 @transaction.atomic
-def token_create(*, namespace: Namespace, client: str = "client", scope: Scope | str = LEGACY_SCOPE,
+def token_create(*, namespace: Namespace | None = None, namespace_prefix: str = "",
+                 client: str = "client", scope: Scope | str = LEGACY_SCOPE,
                  name: str = "", created_by: User | None = None,
                  expires_at: datetime | None = None, actor: str = "system",
                  secret: str | None = None, sources: Iterable[str] = ()) -> ApiToken:
-    """A new token that reaches ``namespace`` only, within ``scope``, bound to ``sources``
-    (the trusted sources a write token may name, SPEC §8); audited.
+    """A new token that reaches ``namespace`` only — or, an application token, every
+    namespace whose name starts with ``namespace_prefix`` — within ``scope``, bound to
+    ``sources`` (the trusted sources a write token may name, SPEC §8); audited.
 
     The returned instance carries the secret in ``key`` — the only time it exists outside
     the caller's hands. ``scope`` defaults to ``review`` (everything, as tokens always could);
     the explorer and ``pmem_token`` offer ``write`` first. ``secret`` is for the demo token,
     derived from the secret key so ``make run`` can print it again (``demo_secret``). Raises
     ValueError for a binding :func:`memory.domain.scopes.clean_sources` refuses."""
+    if (namespace is None) == (not namespace_prefix):
+        raise ValueError("a token reaches one namespace or the namespaces of one prefix")
+    if namespace_prefix:
+        clean_namespace_prefix(namespace_prefix)
     bound = clean_sources(sources)
     raw = secret or _new_secret()
     token = ApiToken.objects.create(
-        namespace=namespace, digest=token_digest(raw), prefix=raw[:VISIBLE_CHARS],
+        namespace=namespace, namespace_prefix=namespace_prefix,
+        digest=token_digest(raw), prefix=raw[:VISIBLE_CHARS],
         name=name[:100], client=(client or name or "client")[:100], scope=Scope(scope).value,
         created_by=created_by, expires_at=expires_at, sources=bound)
     audit_record(namespace=namespace, actor=actor, action=AuditEntry.Action.TOKEN_CREATE,
                  target=_target(token),
                  detail={"token": token.pk, "scope": token.scope, "client": token.client,
                          "expires_at": expires_at.isoformat() if expires_at else None,
-                         "sources": bound})
+                         "sources": bound, "namespace_prefix": namespace_prefix or None})
     token.key = raw
     return token
 

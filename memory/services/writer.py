@@ -5,6 +5,9 @@ with ``INSERT ... SELECT FROM unnest(...)``, each column one typed array bound o
 binary (decision 19) — Django's ``bulk_create`` built and quoted every field of every row, a
 fifth of a commit. The order of the version writes serves the partial unique index
 ``one_head_per_key``: demote, insert, then promote.
+
+(Over 450 lines on purpose: each table's one statement and the columns it binds sit together,
+in the order the commit runs them, so the commit reads top to bottom as the transaction it is.)
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
+from psycopg.types.json import Jsonb
 
 from memory.domain import (
     HEAD_STATUSES,
@@ -92,7 +96,7 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     _insert_versions([
         (ids(r.id), namespace.pk, r.cell_id, r.value, str(r.status), r.valid_from, r.valid_to,
          r.support, op_ids[r.created_by or 0], ids(r.supersedes_id), ids(r.alternative_of_id),
-         now, r.restores_id) for r in new_rows], now)
+         now, r.restores_id, _metadata(ops[r.created_by or 0])) for r in new_rows], now)
     _update_versions([r for r in stored if r.status in HEAD_STATUSES], ids, now)
     _insert("memory_supportedge", _SUPPORT_COLUMNS, [
         (ids(ref), op.evidence.pk if op.evidence else None, op_id)
@@ -188,7 +192,8 @@ _VERSION_COLUMNS = (
     ("id", "bigint"), ("namespace_id", "bigint"), ("cell_id", "bigint"), ("value", "text"),
     ("status", "varchar"), ("valid_from", "timestamptz"), ("valid_to", "timestamptz"),
     ("support", "int"), ("created_by_id", "bigint"), ("supersedes_id", "bigint"),
-    ("alternative_of_id", "bigint"), ("created_at", "timestamptz"), ("restores_id", "bigint"))
+    ("alternative_of_id", "bigint"), ("created_at", "timestamptz"), ("restores_id", "bigint"),
+    ("metadata", "jsonb"))
 _SUPPORT_COLUMNS = (("version_id", "bigint"), ("evidence_id", "bigint"),
                     ("operation_id", "bigint"))
 _TOMBSTONE_COLUMNS = (("version_id", "bigint"), ("operation_id", "bigint"),
@@ -230,6 +235,16 @@ def _carry_support(rows: list[tuple[int | None, int, int]]) -> None:
         cur.execute(_CARRY_SQL, [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]])
 
 
+def _metadata(op: PendingOp) -> Jsonb | None:
+    """The metadata a version keeps: its fact's (memory.domain.metadata), or none."""
+    metadata = op.payload.get("metadata")
+    return Jsonb(metadata) if metadata else None
+
+
+# A restoring version keeps the metadata of the one it restores, unless its own fact has some.
+_SELECTED = {"metadata": "COALESCE(u.metadata, (SELECT r.metadata FROM memory_version r"
+                         " WHERE r.id = u.restores_id))"}
+
 # Versions go in with their ordinals (decision 50): each key's counter is raised by the number
 # of its new versions and the new rows numbered after the old count, in id order (the cells are
 # locked, so no other commit numbers them meanwhile); each new version opens its first span.
@@ -244,7 +259,8 @@ WITH u AS (
     RETURNING c.id, c.version_count - n.n AS base
 ), inserted AS (
     INSERT INTO memory_version ({', '.join(name for name, _ in _VERSION_COLUMNS)}, ordinal)
-    SELECT u.*, counted.base + row_number() OVER (PARTITION BY u.cell_id ORDER BY u.id)
+    SELECT {', '.join(_SELECTED.get(name, f"u.{name}") for name, _ in _VERSION_COLUMNS)},
+           counted.base + row_number() OVER (PARTITION BY u.cell_id ORDER BY u.id)
       FROM u JOIN counted ON counted.id = u.cell_id
     RETURNING id, cell_id, status
 )

@@ -88,12 +88,20 @@ def test_retract_reinstates_the_previous_value_signed_by_the_client(api_url, age
 
 
 def test_an_invalid_retract_raises_conflict_with_the_reason(api_url, agent):
+    from memory.models import Evidence, Operation
+
     ns, token = agent()
     with Client(api_url, token) as memory:
-        with pytest.raises(pmem_client.Conflict) as refused:
-            memory.retract("never_written", "oops")
-        assert "needs a head" in refused.value.reason
-        assert refused.value.observation.status == "committed"  # recorded, as a noop
+        for refused_op in (lambda: memory.retract("never_written", "oops"),
+                           lambda: memory.contest("never_written", "x"),
+                           lambda: memory.resolve("never_written", value="x", reason="r"),
+                           lambda: memory.reject("never_written", reason="r")):
+            with pytest.raises(pmem_client.NotFound) as missing:
+                refused_op()
+            assert "never_written" in missing.value.error
+        # A key with no cell: nothing written, no observation, no noop in the log.
+        assert not Evidence.objects.filter(namespace=ns).exists()
+        assert not Operation.objects.filter(namespace=ns).exists()
         memory.remember(facts=[{"key": "lamp", "value": "on"}])
         memory.retract("lamp", "wrong")
         with pytest.raises(pmem_client.Conflict) as empty:
@@ -213,7 +221,7 @@ def test_async_client_does_the_same(api_url, agent, worker: CeleryWorker):
 
     async def session() -> dict:
         async with AsyncClient(api_url, token) as memory:
-            out = {"ns": await memory.namespace()}
+            out = {"ns": memory.namespace}  # a string, as Client's (whoami on entry)
             await memory.remember(facts=[{"key": "oven", "value": "off"}])
             await memory.remember(facts=[{"key": "oven", "value": "on"}])
             out["recall"] = (await memory.recall("is the oven on?")).context
@@ -241,3 +249,69 @@ def test_pmem_client_imports_no_django():
     code = ("import sys, pmem_client; "
             "sys.exit(any(m == 'django' or m.startswith('django.') for m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_accept_reject_and_restore_through_the_client(api_url, agent):
+    ns, token = agent(client="fixer")
+    with Client(api_url, token) as memory:
+        memory.remember(facts=[{"key": "alice_city", "value": "Paris"}])
+        accepted = memory.accept("alice_city", "Lisbon", reason="she said so",
+                                 metadata={"turn": 4})
+        assert (accepted.operation.op, accepted.cell.value) == ("accept", "Lisbon")
+        assert accepted.cell.metadata == {"turn": 4} and accepted.cell.ordinal == 2
+        rejected = memory.reject("alice_city", reason="that was her sister")
+        assert (rejected.cell.value, rejected.operation.ordinal) == ("Paris", 2)
+        lisbon = next(h for h in rejected.cell.history if h.value == "Lisbon")
+        assert (lisbon.status, lisbon.ordinal, lisbon.metadata) == ("contradicted", 2,
+                                                                   {"turn": 4})
+        restored = memory.restore("alice_city", lisbon.version, reason="it was her after all")
+        assert restored.observation is None and restored.operation.op == "restore"
+        assert (restored.cell.value, restored.cell.metadata) == ("Lisbon", {"turn": 4})
+        with pytest.raises(pmem_client.Conflict):
+            memory.restore("alice_city", restored.cell.version, reason="not retracted")
+        replaced = memory.reject("alice_city", "Porto", reason="moved again")
+        assert replaced.cell.value == "Porto"
+        assert [o.op for o in memory.operations(key="alice_city")][:2] == ["reject", "restore"]
+
+
+def test_metadata_filters_and_min_score_through_the_client(api_url, agent):
+    ns, token = agent()
+    with Client(api_url, token) as memory:
+        memory.remember(facts=[
+            {"key": "alice_food", "value": "sushi", "metadata": {"user": "alice"}},
+            {"key": "bob_food", "value": "pizza", "metadata": {"user": "bob"}}])
+        read = memory.recall("food", filter={"user": "bob"})
+        assert [(i["key"], i["metadata"]) for i in read.items] == [("bob_food", {"user": "bob"})]
+        assert [c.key for c in memory.cells(filter={"user": "alice"})] == ["alice_food"]
+        assert memory.get_fact("alice_food").metadata == {"user": "alice"}
+        assert memory.recall("food", min_score=1.9).items == []  # above any fused score (at most 1.5)
+        with pytest.raises(pmem_client.BadRequest) as bad:
+            memory.remember(facts=[{"key": "x", "value": "y", "metadata": {"a": [1]}}])
+        assert bad.value.field == "facts[0].metadata"
+
+
+def test_an_application_token_names_the_namespace_per_client_or_per_call(api_url, db):
+    from memory.models import Namespace
+    from memory.services import token_create
+
+    app = token_create(namespace_prefix="shop-", client="shop", scope="write").key
+    with Client(api_url, app) as shop:
+        assert shop.whoami().namespace_prefix == "shop-"
+        with pytest.raises(pmem_client.PmemError, match="shop-"):
+            shop.get_fact("anything")  # no namespace named: says how to name one
+        shop.remember(facts=[{"key": "food", "value": "sushi"}], namespace="shop-alice")
+        shop.remember(facts=[{"key": "food", "value": "pizza"}], namespace="shop-bob")
+        assert shop.get_fact("food", namespace="shop-alice").value == "sushi"
+        with pytest.raises(pmem_client.NotFound):
+            shop.get_fact("food", namespace="other-alice")
+    with Client(api_url, app, namespace="shop-bob") as bob:
+        assert bob.namespace == "shop-bob" and bob.get_fact("food").value == "pizza"
+        assert "sushi" not in bob.recall("food").context
+    assert set(Namespace.objects.filter(name__startswith="shop-")
+               .values_list("name", flat=True)) == {"shop-alice", "shop-bob"}
+
+    async def session() -> str:
+        async with AsyncClient(api_url, app, namespace="shop-alice") as alice:
+            return (await alice.get_fact("food")).value + alice.namespace
+
+    assert anyio.run(session) == "sushishop-alice"

@@ -38,6 +38,7 @@ LEFT_IN_RAW: dict[str, set[str]] = {
 #: Nullable answer fields a result reads as a plain value (and what null becomes).
 NULL_READ_AS: dict[tuple[str, str], object] = {
     ("AlternativeOut", "support"): 0,  # an alternative as of a past time: its support unknown
+    ("WhoAmIOut", "namespace"): "",  # an application token reaches a prefix, not one namespace
 }
 JSON_TYPES: dict[type, set[str]] = {
     str: {"string"}, int: {"integer"}, bool: {"boolean"}, float: {"number", "integer"},

@@ -11,7 +11,7 @@ import pytest
 
 from memory.models import Evidence
 from pmem_client import Client
-from tests.support.mcp import error_text, http_session, structured
+from tests.support.mcp import error_text, http_session, structured, text
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
@@ -54,7 +54,7 @@ def test_every_tool_acts_on_the_tokens_memory(api_url, mcp_url, agent):
                 {"key": "mug_1_location", "value": "table 1"}]}))
             await call("remember", {"text": "Update: mug 1 has been moved from table 1 to "
                                              "shelf 2."})
-            out["recall"] = structured(await call("recall", {"query": "where is mug 1?"}))
+            out["recall"] = text(await call("recall", {"query": "where is mug 1?"}))
             out["get_fact"] = structured(await call("get_fact", {"key": "mug_1_location"}))
             out["history"] = structured(await call("fact_history", {"key": "mug_1_location"}))
             out["retract"] = structured(await call("retract", {
@@ -76,7 +76,7 @@ def test_every_tool_acts_on_the_tokens_memory(api_url, mcp_url, agent):
     assert out["remember"]["status"] == "committed"
     assert [(o["op"], o["key"], o["value"]) for o in out["remember"]["operations"]] == [
         ("accept", "mug_1_location", "table 1")]
-    assert "shelf 2" in out["recall"]["context"]
+    assert "mug_1_location = shelf 2" in out["recall"]
     assert out["get_fact"]["value"] == "shelf 2"
     assert [h["value"] for h in out["history"]["results"]] == ["shelf 2", "table 1"]
     assert out["retract"]["cell"]["value"] == "table 1"
@@ -112,7 +112,8 @@ def test_a_refused_operation_is_a_tool_error_with_its_reason(api_url, mcp_url, a
             return missing, uncontested, unknown
 
     missing, uncontested, unknown = anyio.run(session)
-    assert missing == "invalid: revoke needs a head (no cell 'never_written')"
+    assert missing == ("no cell with key 'never_written': nothing to retract "
+                       "(nothing was written)")
     with Client(api_url, token) as api:  # the reason is the one the memory recorded
         noop = next(o for o in api.operations(key="lamp") if o.op == "noop")
         assert uncontested == noop.reason and uncontested
@@ -153,7 +154,7 @@ def test_two_namespaces_never_see_each_others_facts(api_url, mcp_url, agent):
         async with http_session(mcp_url, token_a) as a, http_session(mcp_url, token_b) as b:
             await a.call_tool("remember", {"facts": [{"key": "secret", "value": "alpha"}]})
             seen_by_b = error_text(await b.call_tool("get_fact", {"key": "secret"}))
-            read_by_b = structured(await b.call_tool("recall", {"query": "secret"}))["context"]
+            read_by_b = text(await b.call_tool("recall", {"query": "secret"}))
             frontier_b = (await b.read_resource("pmem://frontier")).contents[0].text
             return seen_by_b, read_by_b, frontier_b
 

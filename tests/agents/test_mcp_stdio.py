@@ -14,7 +14,7 @@ from memory.models import ApiToken, Evidence
 from pmem_client import Client
 from tests.agents.conftest import stdio_env
 from tests.agents.test_mcp_http import TOOLS
-from tests.support.mcp import ROOT, error_text, stdio_session, structured
+from tests.support.mcp import ROOT, error_text, stdio_session, structured, text
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
@@ -41,7 +41,7 @@ def test_stdio_serves_every_tool_on_the_named_namespace(api_url, worker, agent):
             out["remember"] = structured(await call("remember", {"facts": [
                 {"key": "mug_1_location", "value": "table 1"}]}))
             await call("remember", {"facts": [{"key": "mug_1_location", "value": "shelf 2"}]})
-            out["recall"] = structured(await call("recall", {"query": "where is mug 1?"}))
+            out["recall"] = text(await call("recall", {"query": "where is mug 1?"}))
             out["get_fact"] = structured(await call("get_fact", {"key": "mug_1_location"}))
             out["history"] = structured(await call("fact_history", {"key": "mug_1_location",
                                                                     "limit": 1}))
@@ -63,12 +63,12 @@ def test_stdio_serves_every_tool_on_the_named_namespace(api_url, worker, agent):
     out = anyio.run(session)
     assert out["tools"] == TOOLS and out["tokens"] == 1
     assert out["remember"]["status"] == "committed"
-    assert "shelf 2" in out["recall"]["context"]
+    assert "mug_1_location = shelf 2" in out["recall"]
     assert out["get_fact"]["value"] == "shelf 2"
     assert len(out["history"]["results"]) >= 1
     assert (out["retract"]["operation"]["actor"], out["retract"]["cell"]["value"]) == (
         "mcp:desk", "table 1")
-    assert out["refused"] == "invalid: revoke needs a head (no cell 'nothing')"
+    assert out["refused"] == "no cell with key 'nothing': nothing to retract (nothing was written)"
     assert out["contest"]["cell"]["status"] == "contested"
     assert out["resolve"]["cell"]["value"] == "Acme"
     assert out["status"]["status"] == "committed"

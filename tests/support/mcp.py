@@ -62,8 +62,11 @@ def mcp_http_process(api_url: str, log_dir: Path) -> Iterator[str]:
 
 
 @contextlib.asynccontextmanager
-async def http_session(url: str, token: str | None) -> AsyncIterator[ClientSession]:
+async def http_session(url: str, token: str | None,
+                       namespace: str | None = None) -> AsyncIterator[ClientSession]:
     headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
+    if namespace is not None:  # an application token's session names its namespace
+        headers["X-Pmem-Namespace"] = namespace
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http, \
             streamable_http_client(url, http_client=http) as (read, write), \
             ClientSession(read, write) as session:
@@ -92,3 +95,9 @@ def structured(result: Any) -> dict[str, Any]:
 def error_text(result: Any) -> str:
     assert result.is_error, result
     return " ".join(c.text for c in result.content if getattr(c, "text", None))
+
+
+def text(result: Any) -> str:
+    """A successful tool result's text (a tool that answers text, like recall)."""
+    assert not result.is_error, result.content
+    return "\n".join(c.text for c in result.content if getattr(c, "text", None))

@@ -19,6 +19,7 @@ from memory.services import (
     operation_apply,
 )
 from memory.services.transfer import ImportRefused, namespace_export, namespace_import
+from memory.services.transfer.schema import VERSION
 
 pytestmark = pytest.mark.django_db
 
@@ -152,9 +153,9 @@ def test_an_id_inside_a_payload_that_names_nothing_is_refused(exported, tmp_path
 
 def test_a_newer_format_version_is_refused_at_line_1(exported, tmp_path):
     header = json.loads(exported[0])
-    header["version"] = 2
+    header["version"] = VERSION + 1
     error = refused(tmp_path, [json.dumps(header), *exported[1:]])
-    assert error.line == 1 and "format version 2 is newer" in error.message
+    assert error.line == 1 and f"format version {VERSION + 1} is newer" in error.message
 
 
 @pytest.mark.parametrize(("edit", "words"), [

@@ -4,8 +4,13 @@
   [--source NAME ...]`` prints the token once, as one JSON line ``{"id", "namespace", "scope",
   "token"}`` (default scope write; ``--source``, repeatable, binds it to the trusted sources it
   may name, SPEC §8, and adds ``sources`` to the line);
-- ``list NAMESPACE`` prints one JSON line per token, without the secret (the database does not
-  have it), with its sources;
+- ``create --prefix PREFIX [...]`` makes an application token: it reaches every namespace
+  whose name starts with PREFIX, and its first write to one creates it; the line is
+  ``{"id", "namespace": null, "namespace_prefix", "scope", "token", "namespaces"}``
+  (``namespaces``: how many existing ones it reaches now);
+- ``list NAMESPACE`` (or ``list --prefix PREFIX``: the application tokens of that prefix)
+  prints one JSON line per token, without the secret (the database does not have it), with
+  its sources;
 - ``bind ID [--source NAME ...]`` binds a token to exactly those sources (none: unbound);
 - ``revoke ID`` revokes a token: its next request gets 401.
 
@@ -23,8 +28,8 @@ from django.utils import timezone
 
 from memory.domain.scopes import DEFAULT_SCOPE, Scope
 from memory.models import ApiToken, Namespace
-from memory.selectors import token_rows
-from memory.services import token_bind, token_create, token_revoke
+from memory.selectors import application_token_rows, token_rows
+from memory.services import clean_namespace_prefix, token_bind, token_create, token_revoke
 
 ACTOR = "cli"
 
@@ -35,7 +40,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
         create = sub.add_parser("create", help="make a token and print it once")
-        create.add_argument("namespace")
+        create.add_argument("namespace", nargs="?", help="the namespace it reaches")
+        create.add_argument("--prefix", default=None, metavar="PREFIX",
+                            help="instead: an application token for every namespace whose "
+                                 "name starts with PREFIX (created on its first write)")
         create.add_argument("--scope", choices=[s.value for s in Scope], default=DEFAULT_SCOPE.value)
         create.add_argument("--name", default="", help="a label, also the client operations are "
                                                        "signed with (api:NAME)")
@@ -44,7 +52,9 @@ class Command(BaseCommand):
                             help="a trusted source the token may name (repeatable); sources "
                                  "without a trust level need none")
         listing = sub.add_parser("list", help="the namespace's tokens, without secrets")
-        listing.add_argument("namespace")
+        listing.add_argument("namespace", nargs="?")
+        listing.add_argument("--prefix", default=None, metavar="PREFIX",
+                             help="instead: the application tokens of this prefix")
         bind = sub.add_parser("bind", help="bind a token to exactly these sources")
         bind.add_argument("id", type=int)
         bind.add_argument("--source", action="append", default=[], metavar="NAME")
@@ -56,8 +66,7 @@ class Command(BaseCommand):
         if action == "create":
             self._create(options)
         elif action == "list":
-            for row in token_rows(namespace=self._namespace(options["namespace"])):
-                self.stdout.write(json.dumps(row, default=str))
+            self._list(options)
         elif action == "bind":
             self._bind(options["id"], options["source"])
         else:
@@ -69,21 +78,47 @@ class Command(BaseCommand):
             raise CommandError(f"no namespace {name!r}; make it with pmem_namespace create {name}")
         return namespace
 
+    def _reach(self, options: dict[str, Any]) -> tuple[Namespace | None, str]:
+        """The namespace or the prefix named (exactly one)."""
+        name, prefix = options["namespace"], options["prefix"]
+        if (name is None) == (prefix is None):
+            raise CommandError("name a NAMESPACE, or --prefix PREFIX (not both)")
+        if prefix is None:
+            return self._namespace(name), ""
+        try:
+            return None, clean_namespace_prefix(prefix)
+        except ValueError as exc:
+            raise CommandError(f"--prefix: {exc}") from None
+
+    def _list(self, options: dict[str, Any]) -> None:
+        namespace, prefix = self._reach(options)
+        rows = (token_rows(namespace=namespace) if namespace is not None
+                else application_token_rows(namespace_prefix=prefix))
+        for row in rows:
+            self.stdout.write(json.dumps(row, default=str))
+
     def _create(self, options: dict[str, Any]) -> None:
-        namespace = self._namespace(options["namespace"])
+        namespace, prefix = self._reach(options)
+        if prefix and prefix[-1] not in "-_":
+            self.stderr.write(f"note: {prefix!r} also reaches names like {prefix}x…; a prefix "
+                              f"ending in '-' or '_' ({prefix}-) keeps to one application")
         days = options["expires_days"]
         if days is not None and days < 1:
             raise CommandError("--expires-days must be at least 1")
         name = options["name"].strip()
         try:
             token = token_create(
-                namespace=namespace, scope=options["scope"], name=name, client=name or "cli",
+                namespace=namespace, namespace_prefix=prefix, scope=options["scope"], name=name,
+                client=name or "cli",
                 expires_at=timezone.now() + timedelta(days=days) if days else None,
                 actor=ACTOR, sources=options["source"])
         except ValueError as exc:
             raise CommandError(f"--source: {exc}") from None
-        line = {"id": token.pk, "namespace": namespace.name, "scope": token.scope,
-                "token": token.key}
+        line: dict[str, Any] = {"id": token.pk, "namespace": namespace.name if namespace else None,
+                                "scope": token.scope, "token": token.key}
+        if prefix:
+            line["namespace_prefix"] = prefix
+            line["namespaces"] = Namespace.objects.filter(name__startswith=prefix).count()
         if token.sources:  # the line CONTRACT shows stays as it was for an unbound token
             line["sources"] = list(token.sources)
         self.stdout.write(json.dumps(line))
@@ -94,7 +129,7 @@ class Command(BaseCommand):
             changed = token_bind(token=token, sources=sources, actor=ACTOR)
         except ValueError as exc:
             raise CommandError(f"--source: {exc}") from None
-        self.stdout.write(json.dumps({"id": token.pk, "namespace": token.namespace.name,
+        self.stdout.write(json.dumps({"id": token.pk, **_reach_of(token),
                                       "sources": list(token.sources), "changed": changed}))
 
     def _token(self, pk: int) -> ApiToken:
@@ -106,5 +141,11 @@ class Command(BaseCommand):
     def _revoke(self, pk: int) -> None:
         token = self._token(pk)
         revoked = token_revoke(token=token, actor=ACTOR)
-        self.stdout.write(json.dumps({"id": token.pk, "namespace": token.namespace.name,
+        self.stdout.write(json.dumps({"id": token.pk, **_reach_of(token),
                                       "revoked": True, "already": not revoked}))
+
+
+def _reach_of(token: ApiToken) -> dict[str, Any]:
+    if token.namespace is not None:
+        return {"namespace": token.namespace.name}
+    return {"namespace": None, "namespace_prefix": token.namespace_prefix}

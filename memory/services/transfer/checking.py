@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from memory.domain import BIGINT_MAX
+from memory.domain.metadata import MetadataRefused, clean_metadata
 
 from .payload import payload_refs
 from .reading import ImportRefused, lines
@@ -144,9 +145,17 @@ def _any(value: Any) -> str | None:
     return None
 
 
+def _metadata(value: Any) -> str | None:
+    try:
+        clean_metadata(value)
+    except MetadataRefused as refused:
+        return f"must be metadata ({refused})"
+    return None
+
+
 _KINDS: dict[Kind, Callable[[Any], str | None]] = {
     Kind.INT: _int, Kind.STR: _str, Kind.TIME: _time, Kind.BOOL: _bool, Kind.OBJECT: _object,
-    Kind.JSON: _any}
+    Kind.JSON: _any, Kind.METADATA: _metadata}
 
 
 def validator(f: Field) -> Callable[[Any], str | None]:

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from memory.models import Namespace
 
-from .schema import RECORDS, Header, Record
+from .schema import RECORDS, VERSION, Header, Record, fields_for
 
 #: Rows fetched from a server-side cursor at a time.
 BATCH = 2000
@@ -31,11 +31,11 @@ class Sink(Protocol):
     def write(self, data: bytes, /) -> Any: ...
 
 
-def _select(record: Record) -> str:
+def _select(record: Record, version: int) -> str:
     columns = [f"'{record.type}' AS type"]
     if record.has_id:
         columns.append("t.id AS id")
-    columns += [f"{f.select} AS {f.name}" for f in record.fields]
+    columns += [f"{f.select} AS {f.name}" for f in fields_for(record, version)]
     return (f"SELECT row_to_json(r)::text FROM (SELECT {', '.join(columns)} {record.source})"
             f" AS r ORDER BY r.{record.order}")
 
@@ -54,6 +54,23 @@ def _snapshot() -> Iterator[None]:
         with connection.cursor() as cur:
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
         yield
+
+
+#: Whether a namespace holds anything a format version added (none: an older reader's file).
+_NEEDS = {2: "SELECT EXISTS (SELECT 1 FROM memory_version WHERE namespace_id = %(ns)s"
+             " AND metadata IS NOT NULL)"}
+assert sorted(_NEEDS) == list(range(2, VERSION + 1)), "say what each format version needs"
+
+
+def _version(cur: Any, params: dict[str, Any]) -> int:
+    """The oldest format version that holds the namespace whole: a namespace without
+    metadata is written as version 1, which every P-Mem that exports reads."""
+    version = 1
+    for candidate, sql in sorted(_NEEDS.items()):
+        cur.execute(sql, params)
+        if cur.fetchone()[0]:
+            version = candidate
+    return version
 
 
 def _producer() -> str:
@@ -75,8 +92,9 @@ def export_chunks(namespace: Namespace, *, progress: Progress | None = None,
             for record in RECORDS:
                 cur.execute(_count(record), params)
                 counts[record.type] = int(cur.fetchone()[0])
+            version = _version(cur, params)
         header = Header(namespace=namespace.name, exported_at=timezone.now().isoformat(),
-                        counts=counts, extra={"producer": _producer()})
+                        counts=counts, version=version, extra={"producer": _producer()})
         yield (json.dumps(header.as_dict(), ensure_ascii=False) + "\n").encode()
         total, done = sum(counts.values()), 0
         if progress is not None:
@@ -85,7 +103,7 @@ def export_chunks(namespace: Namespace, *, progress: Progress | None = None,
             if not counts[record.type]:
                 continue
             with connection.chunked_cursor() as cur:
-                cur.execute(_select(record), params)
+                cur.execute(_select(record, version), params)
                 while rows := cur.fetchmany(batch):
                     yield "".join(row[0] + "\n" for row in rows).encode()
                     done += len(rows)

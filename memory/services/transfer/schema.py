@@ -22,8 +22,9 @@ from typing import Any
 from memory.domain import LOG_TYPES, EvidenceState, Method, Status
 
 FORMAT = "pmem-export"
-#: The format version this code writes. It reads every version up to this one.
-VERSION = 1
+#: The format version this code writes. It reads every version up to this one. 2: versions
+#: carry their fact's ``metadata`` (a version-1 file's versions have none).
+VERSION = 2
 
 
 class Kind(StrEnum):
@@ -32,6 +33,7 @@ class Kind(StrEnum):
     TIME = "time"  # ISO 8601 with a zone, microseconds kept
     JSON = "json"
     OBJECT = "object"  # a JSON object
+    METADATA = "metadata"  # a flat object of strings, numbers and booleans
     BOOL = "bool"
 
 
@@ -147,6 +149,7 @@ RECORDS: tuple[Record, ...] = (
         _f("alternative_of", Kind.INT, null=True, ref="version"),
         _f("restores", Kind.INT, null=True, ref="version"),
         _TIMES["created_at"], _f("ordinal", Kind.INT),
+        _f("metadata", Kind.METADATA, null=True, since=2),
     ]),
     _record("operation", "memory_operation", [
         _f("cell", Kind.INT, null=True, ref="cell"), _f("key", Kind.STR),

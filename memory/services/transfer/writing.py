@@ -34,7 +34,8 @@ from .schema import RECORDS, Field, Kind, Record, fields_for
 BATCH = 2000
 ALLOCATE = 100_000  # ids taken from a sequence per statement
 _SQL_TYPES = {Kind.INT: "bigint", Kind.STR: "text", Kind.TIME: "timestamptz",
-              Kind.JSON: "jsonb", Kind.OBJECT: "jsonb", Kind.BOOL: "bool"}
+              Kind.JSON: "jsonb", Kind.OBJECT: "jsonb", Kind.METADATA: "jsonb",
+              Kind.BOOL: "bool"}
 _WITH_NAMESPACE = {"memory_sourcetrust", "memory_evidence", "memory_cell", "memory_keyalias",
                    "memory_version", "memory_operation", "memory_eraseaudit"}
 
@@ -160,7 +161,7 @@ class TableWriter:
             return self.maps[f.ref].column(values)
         if f.kind == Kind.TIME:
             return [None if v is None else datetime.fromisoformat(v) for v in values]
-        if f.kind in (Kind.JSON, Kind.OBJECT):
+        if f.kind in (Kind.JSON, Kind.OBJECT, Kind.METADATA):
             convert = _JSON_FIELDS.get((self.record.type, f.name))
             if convert is not None:
                 values = [convert(self, r) for r in rows]

@@ -2,7 +2,8 @@
 stdio, for MCP clients that start their servers as commands.
 
 With ``--token`` the agent acts as that token, within its scope and the sources it is bound
-to. With ``--namespace`` the command makes a write token of the namespace for the session
+to; an application token (one for every namespace of a prefix) names the namespace with
+``--namespace`` too. With ``--namespace`` the command makes a write token of the namespace for the session
 (its client name, ``--client``, signs the writes ``mcp:<client>``; ``--source`` binds it to
 trusted sources, SPEC §8) and revokes it when the session ends; the namespace is created if it
 does not exist, as ``pmem_namespace create`` does.
@@ -26,9 +27,10 @@ class Command(BaseCommand):
     help = "Serve P-Mem's MCP tools over stdio (stdout carries the protocol only)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        who = parser.add_mutually_exclusive_group(required=True)
-        who.add_argument("--namespace", help="the memory to serve (a token is made for it)")
-        who.add_argument("--token", help="an API token: serve its namespace, as it")
+        parser.add_argument("--namespace", help="the memory to serve (a token is made for it; "
+                                                "with --token: the namespace of that "
+                                                "application token to serve)")
+        parser.add_argument("--token", help="an API token: serve its namespace, as it")
         parser.add_argument("--client", default="stdio",
                             help="with --namespace: the client name writes are signed with")
         parser.add_argument("--source", action="append", default=[], metavar="NAME",
@@ -37,7 +39,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         made: ApiToken | None = None
-        token = options["token"]
+        token, named = options["token"], options["namespace"]
+        if token is None and named is None:
+            raise CommandError("name the memory: --namespace NAME, or --token TOKEN")
         if token is not None and options["source"]:
             raise CommandError("--source binds the session's own token (with --namespace); "
                                "a --token keeps the sources it is bound to")
@@ -55,19 +59,25 @@ class Command(BaseCommand):
                 raise CommandError(f"--source: {exc}") from None
             token = made.key
         try:
-            anyio.run(self._serve, token)
+            anyio.run(self._serve, token, named if options["token"] is not None else None)
         finally:
             if made is not None:
                 # The session's own token: nothing else holds it, so it ends with the session
                 # (revoked, not deleted: the access audit log keeps its whole life).
                 token_revoke(token=made, actor="system")
 
-    async def _serve(self, token: str) -> None:
-        async with in_process_client(token) as client:
-            try:
-                who = await client.whoami()
-            except pmem_client.ApiError as refused:
-                raise CommandError(f"the token was refused: {refused.error}") from None
-            sys.stderr.write(f"pmem_mcp: serving namespace {who.namespace!r} over stdio "
+    async def _serve(self, token: str, named: str | None) -> None:
+        client = in_process_client(token, namespace=named)
+        try:
+            who = await client.whoami()
+            namespace = named or who.namespace
+            if not namespace:
+                raise CommandError(f"this application token reaches the namespaces starting "
+                                   f"with {who.namespace_prefix!r}: name one with --namespace")
+            sys.stderr.write(f"pmem_mcp: serving namespace {namespace!r} over stdio "
                              f"as mcp:{who.client}\n")
             await serve(client)
+        except pmem_client.ApiError as refused:
+            raise CommandError(f"the token was refused: {refused.error}") from None
+        finally:
+            await client.aclose()
