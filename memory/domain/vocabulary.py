@@ -104,11 +104,13 @@ SUPERUSER = "superuser"
 
 
 class Method(StrEnum):
-    """How an operation was decided (SPEC §3): asked for as such, by the rule extractor and
-    the deterministic controller, by the model, by soft key identity (the fact reached its
-    key through an alias the model confirmed), or by rollback."""
+    """How an operation was decided (SPEC §3): asked for as such, a client's structured fact
+    decided without the model (SPEC §5.4), by the rule extractor and the deterministic
+    controller, by the model, by soft key identity (the fact reached its key through an alias
+    the model confirmed), or by rollback."""
 
     EXPLICIT = "explicit"
+    CLIENT = "client"
     RULE = "rule"
     MODEL = "model"
     IDENTITY = "identity"

@@ -30,6 +30,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -175,9 +176,14 @@ def _take_seqs(namespace: Namespace, n: int) -> int:
 
 def _fact_dict(key: str, value: str | None, *, op: str | None = None, version: int | None = None,
                hard_commit: bool = False, assertion: str = "asserted",
-               reason: str = "", metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+               reason: str = "", metadata: dict[str, Any] | None = None,
+               annotate: bool = False) -> dict[str, Any]:
+    # origin "client": decided without the model unless the client asked for it (SPEC §5.4).
     fact: dict[str, Any] = {"key": key, "value": value, "op": op, "version": version,
-                            "hard_commit": hard_commit, "assertion": assertion}
+                            "hard_commit": hard_commit, "assertion": assertion,
+                            "origin": "client"}
+    if annotate:
+        fact["annotate"] = True
     if reason:
         fact["reason"] = reason
     if metadata:  # metadata: the client's, carried to the version the fact creates
@@ -197,7 +203,7 @@ def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
     facts = [
         _fact_dict(f["key"], f.get("value"), op=f.get("op"), version=f.get("version"),
                    hard_commit=bool(f.get("hard_commit")), reason=f.get("reason") or "",
-                   metadata=f.get("metadata"))
+                   metadata=f.get("metadata"), annotate=bool(f.get("annotate")))
         for f in (evidence.facts or [])
     ]
     result: dict[str, Any] = {"facts": facts, "extractor": "client" if facts else None,
@@ -514,7 +520,7 @@ def _prepare(evidence: Evidence, *, local: bool) -> _Prepared:
     slim = "vectors" in extracted  # the cached vectors serve this commit: keep the row small
     cached = extracted.pop("vectors", None) or {}
     plan = plan_with_model(namespace=evidence.namespace, facts=list(extracted.get("facts", [])),
-                           actor=evidence.actor, vectors=cached)
+                           actor=evidence.actor, vectors=cached, evidence=evidence)
     return _Prepared(
         evidence, [], plan, commit_vectors(((i.key, i.value) for i, _ in plan.items), cached),
         Settled(evidence.pk, extracted if slim else None, chat_calls=plan.chat_calls,
@@ -568,8 +574,11 @@ def _commit_transaction(prepared: list[_Prepared],
             _register_aliases(namespace, p.plan.aliases if p.plan else [])
         batch = _open_batch(namespace, [p for _, p in live])
         for row, p in live:
-            plan = p.plan or plan_facts(facts=p.facts, actor=row.actor, overlay=batch.overlay)
-            batch.apply(plan.items, evidence=row)
+            if p.plan is not None:
+                batch.apply(p.plan.items, evidence=row)
+            else:  # each round of its facts applied before the next is planned
+                plan_facts(facts=p.facts, actor=row.actor, overlay=batch.overlay,
+                           apply=partial(batch.apply, evidence=row))
         for applied in batch.write():
             out.setdefault(applied.operation.evidence_id or 0, []).append(applied)
         mark_committed([p.settled for _, p in live], now)
