@@ -84,6 +84,10 @@ class EvidenceState(StrEnum):
 #: An observation in one of these states still holds back its namespace's later ones.
 UNSETTLED_STATES: tuple[EvidenceState, ...] = (EvidenceState.PENDING, EvidenceState.PROCESSING)
 SETTLED_STATES: tuple[EvidenceState, ...] = (EvidenceState.COMMITTED, EvidenceState.FAILED)
+#: The PostgreSQL NOTIFY channel on which an observation's settling (committed or failed) is
+#: announced, its payload the evidence ids, comma-separated: ``?wait=1`` listens instead of
+#: polling (memory.selectors.settled).
+SETTLED_CHANNEL = "pmem_settled"
 
 
 #: How an observation states a value (paper A.4). Anything else is read as ``asserted``.

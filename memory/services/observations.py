@@ -50,7 +50,7 @@ from .batch import Applied, Batch
 from .embeddings import refresh_after_commit
 from .frontier import frontier_flush_if_due
 from .planning import ModelUnavailable, plan_facts, plan_with_model
-from .writer import Settled, mark_committed
+from .writer import Settled, mark_committed, notify_settled
 
 log = logging.getLogger("pmem.observations")
 
@@ -281,6 +281,7 @@ def _extract_claimed(evidence_id: int) -> bool:
     if failure is not None:
         if unsettled.update(extracted=result, state=EvidenceState.FAILED,
                             error=f"extraction failed: {failure}"[:2000], **costs):
+            notify_settled([evidence_id])
             metrics.OBSERVATIONS_FAILED.labels(reason="extraction").inc()
         return False
     try:
@@ -301,6 +302,7 @@ def observation_fail(*, evidence_id: int, error: str, reason: str = "other") -> 
     failed = bool(Evidence.objects.filter(pk=evidence_id, state__in=UNSETTLED).update(
         state=EvidenceState.FAILED, error=error[:2000]))
     if failed:
+        notify_settled([evidence_id])
         metrics.OBSERVATIONS_FAILED.labels(reason=reason).inc()
     return failed
 
