@@ -28,7 +28,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, TypeVar
@@ -374,12 +374,14 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
         try:
             while limit is None or committed < limit:
                 local = runs_locally()
-                group = _next_group(namespace_id, local,
-                                    None if limit is None else limit - committed)
+                room = None if limit is None else limit - committed
+                group = _next_group(namespace_id, local, room)
                 if not group:
                     break
                 committed += _commit_group(group, local)
                 frontier_flush_if_due(namespace_id=namespace_id)
+                if local and len(group) < _group_size(local, room):
+                    break  # the line was shorter than a group: whatever came since, below
         finally:
             _unlock(namespace_id)
         if (limit and committed >= limit) or not _more_to_do(namespace_id):
@@ -413,9 +415,7 @@ def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Eviden
     """The next observations in seq order that are ready: up to ``PMEM_COMMIT_GROUP`` of
     them without a model, else one — the head, extracted here first when no live task holds
     it (:func:`_extract_head`)."""
-    size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
-    if room is not None:
-        size = min(size, room)
+    size = _group_size(local, room)
     while True:
         candidates = _next_unsettled(namespace_id, size)
         if not candidates:
@@ -435,6 +435,11 @@ def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Eviden
                 break
             group.append(evidence)
         return group
+
+
+def _group_size(local: bool, room: int | None) -> int:
+    size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
+    return size if room is None else min(size, room)
 
 
 def _extract_head(evidence: Evidence) -> Evidence | None:
@@ -662,12 +667,62 @@ def observation_ingest(
     actor: str = "api:inline",
 ) -> Evidence:
     """Record and commit one observation in-process, through the same code the worker runs
-    (benchmarks, the demo loader, tests). Earlier unsettled observations commit first."""
+    (benchmarks, the demo loader, tests). Earlier unsettled observations commit first.
+
+    Without a model, when this caller gets the namespace's drain and nothing is ahead of the
+    observation, it is recorded and committed in ONE transaction (one WAL flush, not two):
+    nothing is acknowledged before that commits, and if it fails the observation is
+    recorded on its own and goes the usual way (so a bug still leaves it stored, failed)."""
+    at_once = _ingest_at_once(namespace=namespace, text=text or "", facts=facts,
+                              source=source, observed_at=observed_at, actor=actor)
+    if at_once is not None:
+        return at_once
     recorded = observation_record(namespace=namespace, text=text or "", facts=facts,
                                   source=source, observed_at=observed_at, actor=actor)
     observation_extract(evidence_id=recorded.evidence.pk)
     namespace_drain(namespace_id=namespace.pk)
     return Evidence.objects.get(pk=recorded.evidence.pk)
+
+
+def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, Any]] | None,
+                    source: str, observed_at: datetime | None, actor: str) -> Evidence | None:
+    """:func:`observation_ingest` in one transaction, or None when it cannot be (a model is
+    configured, another drainer holds the namespace, an earlier observation is unsettled,
+    or the transaction failed: nothing of it was kept)."""
+    if not runs_locally() or in_transaction() or not _try_lock(namespace.pk):
+        return None
+    try:
+        if _next_unsettled(namespace.pk):
+            return None  # earlier observations commit first, in seq order
+        evidence = Evidence(namespace=namespace, text=text, facts=facts, source=source,
+                            observed_at=observed_at, actor=actor)
+        prepared = _prepare(evidence, local=True)  # every vector, before the transaction
+
+        def record_and_commit() -> tuple[dict[int, list[Applied]], list[datetime]]:
+            with transaction.atomic():
+                evidence.pk = None  # run again after a deadlock: the aborted row was not kept
+                evidence.seq = _take_seqs(namespace, 1)
+                evidence.save(force_insert=True)
+                prepared.settled = replace(prepared.settled, evidence_id=evidence.pk)
+                return _commit_transaction([prepared])
+
+        try:
+            out, received = _retrying("an observation recorded and committed at once",
+                                      record_and_commit)
+        except Exception:
+            log.warning("ingest in one transaction failed; recording it on its own",
+                        exc_info=True)
+            return None
+        metrics.OBSERVATIONS_RECORDED.inc()
+        _count_committed(received)
+        if out.get(evidence.pk):
+            _after_commit(evidence, out[evidence.pk], prepared.cached)
+        frontier_flush_if_due(namespace_id=namespace.pk)
+    finally:
+        _unlock(namespace.pk)
+    if _more_to_do(namespace.pk):  # one that tried the drain meanwhile left it to us
+        namespace_drain(namespace_id=namespace.pk)
+    return Evidence.objects.get(pk=evidence.pk)
 
 
 def observations_ingest(*, namespace: Namespace, observations: list[dict[str, Any]],
