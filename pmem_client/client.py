@@ -181,8 +181,9 @@ class Client(_Base):
                  wait: bool = True, idempotency_key: str | None = None,
                  namespace: str | None = None) -> Observation:
         """Record an observation: ``text`` and/or ``facts`` (``[{"key", "value", "op"?,
-        "metadata"?}]``; ``metadata``, a flat object of strings, numbers and booleans, stays
-        with the version the fact creates). Waits until it is committed (its operations then
+        "annotate"?, "metadata"?}]``; a fact's different value supersedes the current one
+        unless ``annotate`` is True, which lets the memory's model decide; ``metadata``, a flat
+        object of strings, numbers and booleans, stays with the version the fact creates). Waits until it is committed (its operations then
         say what changed; ``facts_found`` and ``note`` say when text yielded nothing) unless
         ``wait=False``. One idempotency key is made per call (or pass your own), so the
         client's retries never store it twice: a key sent again with the same request answers

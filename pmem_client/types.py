@@ -84,7 +84,7 @@ class ObservationOperation:
     reason: str
     actor: str
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    #: How it was decided (explicit, rule, model, identity, reinstate) and the evidence's
+    #: How it was decided (explicit, client, rule, model, identity, reinstate) and the evidence's
     #: source (SPEC §3); empty from a server that predates them.
     method: str = ""
     source: str = ""

@@ -83,6 +83,9 @@ class Fact(BaseModel):
     reason: Annotated[str | None, Field(description="With an op: why (kept in the log).")] = None
     hard_commit: Annotated[bool | None, Field(description=(
         "True: a correction that must be kept even if it repeats the current value."))] = None
+    annotate: Annotated[bool | None, Field(description=(
+        "True: the memory's model decides whether this value supersedes, contests or only "
+        "supports the current one. Left out: a different value supersedes it."))] = None
     metadata: Annotated[dict[str, MetadataValue] | None, Field(description=(
         "Flat labels kept with the value this fact creates, e.g. {\"topic\": \"food\"}; "
         "recall's `filter` selects by them."))] = None

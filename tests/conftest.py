@@ -39,6 +39,16 @@ def _inline_frontier_flush(settings):
     settings.PMEM_EMBEDDER = "hashing"
 
 
+@pytest.fixture(autouse=True)
+def _settled_listener_closed():
+    # A wait (``?wait=1``) opens this process's listening connection to the test database,
+    # which must be closed before pytest-django drops that database.
+    yield
+    from memory.selectors.settled import LISTENER
+
+    LISTENER.stop()
+
+
 @pytest.fixture
 def make_namespace(db):
     from memory.services import namespace_create

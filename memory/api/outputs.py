@@ -383,8 +383,8 @@ class OperationOut(Out):
         help_text="the version's position in its key's history (the explorer's vN)")
     actor = serializers.CharField(help_text="Who asked: api:<token>, mcp:<token>, user:<name>, "
                                             "system")
-    method = serializers.CharField(help_text="How it was decided: explicit, rule, model, "
-                                             "identity, reinstate")
+    method = serializers.CharField(help_text="How it was decided: explicit, client, rule, "
+                                             "model, identity, reinstate")
     source = serializers.CharField(  # type: ignore[assignment]  # a field, not Field.source
         allow_blank=True, help_text="The evidence's source")
     reason = serializers.CharField(allow_blank=True)

@@ -141,6 +141,11 @@ class FactIn(serializers.Serializer):
     op = serializers.ChoiceField(choices=FACT_OPS, required=False)
     version = StrictIntegerField(min_value=1, max_value=BIGINT_MAX, required=False)
     hard_commit = StrictBooleanField(required=False, default=False)
+    annotate = StrictBooleanField(
+        required=False, default=False,
+        help_text="True: the model (when one is configured) decides the operation relative "
+                  "to the current value, as for text. Left out, a value that differs from the "
+                  "current one supersedes it and an equal one supports it.")
     # Why a fact with an explicit op was sent (an agent retracting its own update): recorded
     # on the operation like the reason of a reviewer's action.
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)

@@ -96,8 +96,11 @@ class ObservationsView(NamespaceView):
         if namespace is None:  # an application token's first write: valid, so it is made
             namespace = self.namespace(request, ns, create=True)
         v = data.validated_data
+        # ``annotate`` kept only when asked for: a request sent before it existed digests
+        # the same (idempotency_key replays).
         facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit",
                                       "reason", "metadata") if k in f}
+                 | ({"annotate": True} if f.get("annotate") else {})
                  for f in v.get("facts", [])]
         # SPEC §8: the source is one this caller may claim (403 otherwise, nothing stored).
         source = source_claim(namespace=namespace, token=token_of(request),

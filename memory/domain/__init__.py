@@ -39,6 +39,7 @@ from .vocabulary import (
     REINSTATE,
     RESTORABLE_STATUSES,
     RETRACTED_STATUSES,
+    SETTLED_CHANNEL,
     SETTLED_STATES,
     SUPERUSER,
     SYSTEM_ACTOR,
@@ -57,7 +58,7 @@ from .vocabulary import (
 
 __all__ = [
     "ASSERTIONS", "BIGINT_MAX", "BadParameter", "CREATING_OPS", "DISCLOSURES", "HEAD_STATUSES", "KEY_MAX_CHARS", "LOG_TYPES", "NEW",
-    "OBSERVATION_OPS", "OPEN_STATUSES", "RESTORABLE_STATUSES", "SYSTEM_ACTOR", "Method", "REINSTATE", "RETRACTED_STATUSES", "SETTLED_STATES", "SUPERUSER",
+    "OBSERVATION_OPS", "OPEN_STATUSES", "RESTORABLE_STATUSES", "SYSTEM_ACTOR", "Method", "REINSTATE", "RETRACTED_STATUSES", "SETTLED_CHANNEL", "SETTLED_STATES", "SUPERUSER",
     "UNSETTLED_STATES", "VALUE_OPS", "CellState", "CellStatus", "Decision", "Effect",
     "EffectSink", "EvidenceState", "HeadView", "InvalidOperation", "Item", "LinkSupersedes",
     "NewVersion", "OpInput", "OpRequest", "OpType", "Outcome", "Plan", "Reinstate", "Retype",

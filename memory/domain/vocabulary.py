@@ -84,6 +84,10 @@ class EvidenceState(StrEnum):
 #: An observation in one of these states still holds back its namespace's later ones.
 UNSETTLED_STATES: tuple[EvidenceState, ...] = (EvidenceState.PENDING, EvidenceState.PROCESSING)
 SETTLED_STATES: tuple[EvidenceState, ...] = (EvidenceState.COMMITTED, EvidenceState.FAILED)
+#: The PostgreSQL NOTIFY channel on which an observation's settling (committed or failed) is
+#: announced, its payload the evidence ids, comma-separated: ``?wait=1`` listens instead of
+#: polling (memory.selectors.settled).
+SETTLED_CHANNEL = "pmem_settled"
 
 
 #: How an observation states a value (paper A.4). Anything else is read as ``asserted``.
@@ -104,11 +108,13 @@ SUPERUSER = "superuser"
 
 
 class Method(StrEnum):
-    """How an operation was decided (SPEC §3): asked for as such, by the rule extractor and
-    the deterministic controller, by the model, by soft key identity (the fact reached its
-    key through an alias the model confirmed), or by rollback."""
+    """How an operation was decided (SPEC §3): asked for as such, a client's structured fact
+    decided without the model (SPEC §5.4), by the rule extractor and the deterministic
+    controller, by the model, by soft key identity (the fact reached its key through an alias
+    the model confirmed), or by rollback."""
 
     EXPLICIT = "explicit"
+    CLIENT = "client"
     RULE = "rule"
     MODEL = "model"
     IDENTITY = "identity"

@@ -36,6 +36,7 @@ _EXACT = {
 _ROLLBACK = re.compile(r"rollback after operation (\d+)")
 _METHODS = {
     "explicit": "asked for as such",
+    "client": "the client's structured fact",
     "rule": "decided by the rule extractor",
     "model": "decided by the model",
     "identity": "key matched by soft identity",

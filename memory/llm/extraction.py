@@ -229,10 +229,12 @@ class TextExtraction:
         return None if self.failure is None else str(self.failure)
 
 
-def _fact_dict(fact: Fact) -> dict[str, Any]:
+def _fact_dict(fact: Fact, origin: str) -> dict[str, Any]:
     # A rule pattern's op is a hint for annotation, not an operation a client asked for.
+    # ``origin`` (rule, model) says who read the fact, so planning knows which facts the
+    # model annotates (SPEC §5.4: only what it extracted itself).
     return {"key": fact.key, "value": fact.value, "op": None, "hint": fact.op, "version": None,
-            "hard_commit": False, "assertion": fact.assertion}
+            "hard_commit": False, "assertion": fact.assertion, "origin": origin}
 
 
 _rule_extractor: RuleExtractor | None = None
@@ -264,13 +266,20 @@ def runs_locally() -> bool:
 
 
 def extract_text(text: str) -> TextExtraction:
-    """Facts from free text: the model when configured (one call), else the rule extractor."""
+    """Facts from free text: the rule extractor when no model is configured or when it
+    understands all of the text (templated lines: SPEC §5.4, never sent to the model), else
+    the model (one call)."""
     client = client_from_settings()
     if client is None:
-        return TextExtraction([_fact_dict(f) for f in rule_extractor().extract(text)], "rules")
+        return TextExtraction([_fact_dict(f, "rule") for f in rule_extractor().extract(text)],
+                              "rules")
+    understood = rule_extractor().extract_whole(text)
+    if understood is not None:
+        return TextExtraction([_fact_dict(f, "rule") for f in understood], "rules")
     result = extract_facts(client, text)
     return TextExtraction(
-        [_fact_dict(f) for f in result.facts], "model", raw=result.raw, failure=result.failure,
+        [_fact_dict(f, "model") for f in result.facts], "model", raw=result.raw,
+        failure=result.failure,
         chat_calls=1, prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens, dropped=result.dropped,
     )

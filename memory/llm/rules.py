@@ -324,22 +324,34 @@ class RuleExtractor:
                       for indices, marked in ((templates, True), (regexes, False)) if indices]
 
     def extract(self, text: str) -> list[Fact]:
-        return [fact for line in text.splitlines() for fact in self._line_facts(line)]
+        return [fact for line in text.splitlines() for fact in self._line_facts(line)[0]]
 
-    def _line_facts(self, line: str) -> Iterator[Fact]:
+    def extract_whole(self, text: str) -> list[Fact] | None:
+        """The facts of ``text`` when these rules understand all of it — every line that is
+        not blank matched whole by a pattern, each of its sentences by one, or a ``key =
+        value`` line — else None (a model may read more in it). Text with no fact is None."""
+        facts: list[Fact] = []
+        for line in text.splitlines():
+            found, whole = self._line_facts(line)
+            if not whole:
+                return None
+            facts += found
+        return facts or None
+
+    def _line_facts(self, line: str) -> tuple[list[Fact], bool]:
+        """The facts of one line, and whether the rules understood all of it (a blank line:
+        nothing to understand)."""
         if not line.strip():
-            return
+            return [], True
         whole = self._match(line)
         if whole is not None:
-            yield whole
-            return
-        sentence_facts = [f for s in split_sentences(line) if (f := self._match(s)) is not None]
+            return [whole], True
+        sentences = split_sentences(line)
+        sentence_facts = [f for s in sentences if (f := self._match(s)) is not None]
         if sentence_facts:
-            yield from sentence_facts
-            return
+            return sentence_facts, len(sentence_facts) == len(sentences)
         fact = key_value_fact(line)
-        if fact is not None:
-            yield fact
+        return ([fact], True) if fact is not None else ([], False)
 
     def _candidates(self, sentence: str) -> Iterable[int]:
         found: list[int] = []

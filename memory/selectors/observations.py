@@ -7,7 +7,6 @@ does not show them (decision 21).
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,6 @@ from django.db.models.functions import Cast, Left
 
 from memory.domain import (
     BIGINT_MAX,
-    SETTLED_STATES,
     UNSETTLED_STATES,
     EvidenceState,
     OpType,
@@ -34,6 +32,7 @@ from memory.domain import (
 )
 from memory.models import Evidence, Namespace, Operation, SupportEdge, Version
 
+from . import settled
 from .shapes import LIST_TEXT_CHARS
 
 #: How long an API request that asks to wait for the commit waits, at most (seconds).
@@ -133,16 +132,9 @@ def extraction_body(evidence_id: int) -> dict[str, Any] | None:
 
 def observation_when_settled(evidence_id: int, timeout: float = WAIT_SECONDS) -> Evidence:
     """The observation once it is committed or failed, or as it is after ``timeout`` seconds
-    (text and facts; never the extraction or the embedding)."""
-    deadline = time.monotonic() + timeout
-    delay = 0.02
-    settled = Evidence.objects.filter(pk=evidence_id, state__in=SETTLED_STATES)
-    # Polls the state alone; the row (text and facts, never the extraction or the
-    # embedding) is read once, at the end.
-    while not settled.exists() and time.monotonic() < deadline:
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.25)
-    return Evidence.objects.defer("extracted", "embedding").get(pk=evidence_id)
+    (text and facts; never the extraction or the embedding): woken by the commit's notice
+    (:mod:`memory.selectors.settled`), never polling but for a slow safety net."""
+    return settled.observation_when_settled(evidence_id, timeout)
 
 
 def observations_unsettled(*, namespace: Namespace, limit: int = 50,

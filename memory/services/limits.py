@@ -10,6 +10,7 @@ from memory.llm.extraction import runs_locally
 from memory.models import Evidence
 
 from .observations import UNSETTLED, _next_unsettled, _ready, observation_fail
+from .writer import notify_settled
 
 
 def observation_fail_if_unextracted(*, evidence_id: int, error: str) -> bool:
@@ -22,6 +23,7 @@ def observation_fail_if_unextracted(*, evidence_id: int, error: str) -> bool:
                                           extracted__isnull=True)
                   .update(state=EvidenceState.FAILED, error=error[:2000]))
     if failed:
+        notify_settled([evidence_id])
         metrics.OBSERVATIONS_FAILED.labels(reason="time_limit").inc()
     return failed
 

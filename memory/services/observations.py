@@ -28,8 +28,9 @@ import hashlib
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -49,7 +50,7 @@ from .batch import Applied, Batch
 from .embeddings import refresh_after_commit
 from .frontier import frontier_flush_if_due
 from .planning import ModelUnavailable, plan_facts, plan_with_model
-from .writer import Settled, mark_committed
+from .writer import Settled, mark_committed, notify_settled
 
 log = logging.getLogger("pmem.observations")
 
@@ -175,9 +176,14 @@ def _take_seqs(namespace: Namespace, n: int) -> int:
 
 def _fact_dict(key: str, value: str | None, *, op: str | None = None, version: int | None = None,
                hard_commit: bool = False, assertion: str = "asserted",
-               reason: str = "", metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+               reason: str = "", metadata: dict[str, Any] | None = None,
+               annotate: bool = False) -> dict[str, Any]:
+    # origin "client": decided without the model unless the client asked for it (SPEC §5.4).
     fact: dict[str, Any] = {"key": key, "value": value, "op": op, "version": version,
-                            "hard_commit": hard_commit, "assertion": assertion}
+                            "hard_commit": hard_commit, "assertion": assertion,
+                            "origin": "client"}
+    if annotate:
+        fact["annotate"] = True
     if reason:
         fact["reason"] = reason
     if metadata:  # metadata: the client's, carried to the version the fact creates
@@ -197,7 +203,7 @@ def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
     facts = [
         _fact_dict(f["key"], f.get("value"), op=f.get("op"), version=f.get("version"),
                    hard_commit=bool(f.get("hard_commit")), reason=f.get("reason") or "",
-                   metadata=f.get("metadata"))
+                   metadata=f.get("metadata"), annotate=bool(f.get("annotate")))
         for f in (evidence.facts or [])
     ]
     result: dict[str, Any] = {"facts": facts, "extractor": "client" if facts else None,
@@ -275,6 +281,7 @@ def _extract_claimed(evidence_id: int) -> bool:
     if failure is not None:
         if unsettled.update(extracted=result, state=EvidenceState.FAILED,
                             error=f"extraction failed: {failure}"[:2000], **costs):
+            notify_settled([evidence_id])
             metrics.OBSERVATIONS_FAILED.labels(reason="extraction").inc()
         return False
     try:
@@ -295,6 +302,7 @@ def observation_fail(*, evidence_id: int, error: str, reason: str = "other") -> 
     failed = bool(Evidence.objects.filter(pk=evidence_id, state__in=UNSETTLED).update(
         state=EvidenceState.FAILED, error=error[:2000]))
     if failed:
+        notify_settled([evidence_id])
         metrics.OBSERVATIONS_FAILED.labels(reason=reason).inc()
     return failed
 
@@ -366,12 +374,14 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
         try:
             while limit is None or committed < limit:
                 local = runs_locally()
-                group = _next_group(namespace_id, local,
-                                    None if limit is None else limit - committed)
+                room = None if limit is None else limit - committed
+                group = _next_group(namespace_id, local, room)
                 if not group:
                     break
                 committed += _commit_group(group, local)
                 frontier_flush_if_due(namespace_id=namespace_id)
+                if local and len(group) < _group_size(local, room):
+                    break  # the line was shorter than a group: whatever came since, below
         finally:
             _unlock(namespace_id)
         if (limit and committed >= limit) or not _more_to_do(namespace_id):
@@ -405,9 +415,7 @@ def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Eviden
     """The next observations in seq order that are ready: up to ``PMEM_COMMIT_GROUP`` of
     them without a model, else one — the head, extracted here first when no live task holds
     it (:func:`_extract_head`)."""
-    size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
-    if room is not None:
-        size = min(size, room)
+    size = _group_size(local, room)
     while True:
         candidates = _next_unsettled(namespace_id, size)
         if not candidates:
@@ -427,6 +435,11 @@ def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Eviden
                 break
             group.append(evidence)
         return group
+
+
+def _group_size(local: bool, room: int | None) -> int:
+    size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
+    return size if room is None else min(size, room)
 
 
 def _extract_head(evidence: Evidence) -> Evidence | None:
@@ -514,7 +527,7 @@ def _prepare(evidence: Evidence, *, local: bool) -> _Prepared:
     slim = "vectors" in extracted  # the cached vectors serve this commit: keep the row small
     cached = extracted.pop("vectors", None) or {}
     plan = plan_with_model(namespace=evidence.namespace, facts=list(extracted.get("facts", [])),
-                           actor=evidence.actor, vectors=cached)
+                           actor=evidence.actor, vectors=cached, evidence=evidence)
     return _Prepared(
         evidence, [], plan, commit_vectors(((i.key, i.value) for i, _ in plan.items), cached),
         Settled(evidence.pk, extracted if slim else None, chat_calls=plan.chat_calls,
@@ -568,8 +581,11 @@ def _commit_transaction(prepared: list[_Prepared],
             _register_aliases(namespace, p.plan.aliases if p.plan else [])
         batch = _open_batch(namespace, [p for _, p in live])
         for row, p in live:
-            plan = p.plan or plan_facts(facts=p.facts, actor=row.actor, overlay=batch.overlay)
-            batch.apply(plan.items, evidence=row)
+            if p.plan is not None:
+                batch.apply(p.plan.items, evidence=row)
+            else:  # each round of its facts applied before the next is planned
+                plan_facts(facts=p.facts, actor=row.actor, overlay=batch.overlay,
+                           apply=partial(batch.apply, evidence=row))
         for applied in batch.write():
             out.setdefault(applied.operation.evidence_id or 0, []).append(applied)
         mark_committed([p.settled for _, p in live], now)
@@ -651,12 +667,62 @@ def observation_ingest(
     actor: str = "api:inline",
 ) -> Evidence:
     """Record and commit one observation in-process, through the same code the worker runs
-    (benchmarks, the demo loader, tests). Earlier unsettled observations commit first."""
+    (benchmarks, the demo loader, tests). Earlier unsettled observations commit first.
+
+    Without a model, when this caller gets the namespace's drain and nothing is ahead of the
+    observation, it is recorded and committed in ONE transaction (one WAL flush, not two):
+    nothing is acknowledged before that commits, and if it fails the observation is
+    recorded on its own and goes the usual way (so a bug still leaves it stored, failed)."""
+    at_once = _ingest_at_once(namespace=namespace, text=text or "", facts=facts,
+                              source=source, observed_at=observed_at, actor=actor)
+    if at_once is not None:
+        return at_once
     recorded = observation_record(namespace=namespace, text=text or "", facts=facts,
                                   source=source, observed_at=observed_at, actor=actor)
     observation_extract(evidence_id=recorded.evidence.pk)
     namespace_drain(namespace_id=namespace.pk)
     return Evidence.objects.get(pk=recorded.evidence.pk)
+
+
+def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, Any]] | None,
+                    source: str, observed_at: datetime | None, actor: str) -> Evidence | None:
+    """:func:`observation_ingest` in one transaction, or None when it cannot be (a model is
+    configured, another drainer holds the namespace, an earlier observation is unsettled,
+    or the transaction failed: nothing of it was kept)."""
+    if not runs_locally() or in_transaction() or not _try_lock(namespace.pk):
+        return None
+    try:
+        if _next_unsettled(namespace.pk):
+            return None  # earlier observations commit first, in seq order
+        evidence = Evidence(namespace=namespace, text=text, facts=facts, source=source,
+                            observed_at=observed_at, actor=actor)
+        prepared = _prepare(evidence, local=True)  # every vector, before the transaction
+
+        def record_and_commit() -> tuple[dict[int, list[Applied]], list[datetime]]:
+            with transaction.atomic():
+                evidence.pk = None  # run again after a deadlock: the aborted row was not kept
+                evidence.seq = _take_seqs(namespace, 1)
+                evidence.save(force_insert=True)
+                prepared.settled = replace(prepared.settled, evidence_id=evidence.pk)
+                return _commit_transaction([prepared])
+
+        try:
+            out, received = _retrying("an observation recorded and committed at once",
+                                      record_and_commit)
+        except Exception:
+            log.warning("ingest in one transaction failed; recording it on its own",
+                        exc_info=True)
+            return None
+        metrics.OBSERVATIONS_RECORDED.inc()
+        _count_committed(received)
+        if out.get(evidence.pk):
+            _after_commit(evidence, out[evidence.pk], prepared.cached)
+        frontier_flush_if_due(namespace_id=namespace.pk)
+    finally:
+        _unlock(namespace.pk)
+    if _more_to_do(namespace.pk):  # one that tried the drain meanwhile left it to us
+        namespace_drain(namespace_id=namespace.pk)
+    return Evidence.objects.get(pk=evidence.pk)
 
 
 def observations_ingest(*, namespace: Namespace, observations: list[dict[str, Any]],

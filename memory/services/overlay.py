@@ -175,6 +175,14 @@ class Overlay:
         self._temp -= 1
         return self._temp
 
+    def provisional_cell(self, namespace_id: int, key: str) -> None:
+        """A cell for ``key`` when it names none: for a dry run on a snapshot, which may
+        create a key (a negative id; never written)."""
+        if key not in self.cells:
+            cell = Cell(pk=self.new_id(), namespace_id=namespace_id, key=key, head_id=None)
+            self.cells[key], self.heads[cell.pk] = cell, None
+            self.created.add(cell.pk)
+
 
 class _CellSink:
     """One cell of an :class:`Overlay`, as :func:`memory.domain.interpret` changes it."""

@@ -12,12 +12,22 @@ the others are annotated — by the model in ONE batched call, else deterministi
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from pgvector.django import CosineDistance
 
-from memory.domain import SYSTEM_ACTOR, HeadView, Method, OpInput, OpType, Plan, normalize_key
+from memory.domain import (
+    SYSTEM_ACTOR,
+    HeadView,
+    Item,
+    Method,
+    OpInput,
+    OpType,
+    Plan,
+    normalize_key,
+)
 from memory.domain.render import key_text
 from memory.llm.annotation import AnnotationItem, annotate, annotate_without_model
 from memory.llm.client import ModelClient, client_from_settings
@@ -25,8 +35,9 @@ from memory.llm.embedding import EmbeddingError, embed_batch
 from memory.llm.errors import is_transport
 from memory.llm.identity import confirm_same_key
 from memory.llm.vectors import unpack_vector
-from memory.models import Cell, Namespace
+from memory.models import Cell, Evidence, Namespace
 
+from .batch import Batch
 from .overlay import Overlay, snapshot_overlay
 
 log = logging.getLogger("pmem.planning")
@@ -48,20 +59,74 @@ class ModelUnavailable(Exception):
 
 
 def plan_facts(*, facts: list[dict[str, Any]], actor: str, overlay: Overlay,
-               client: ModelClient | None = None, plan: Plan | None = None) -> Plan:
+               client: ModelClient | None = None, plan: Plan | None = None,
+               apply: Apply | None = None, apply_last: bool = True) -> Plan:
     """Turn facts into typed operations relative to the overlay's heads.
 
     Client facts with an ``op`` are applied as asked (invalid ones become logged noops).
-    Other facts are annotated: by ``client`` in ONE batched call, else deterministically
-    (accept; withdrawn → revoke of the named value). An answer that is unusable becomes noops
-    with the raw output kept; no answer at all (the model is unreachable after its retries)
-    raises :class:`ModelUnavailable`."""
+    Other facts are annotated: what the model read (:func:`model_reads`) by ``client`` in
+    ONE batched call, the rest deterministically (accept, noop when it repeats the head;
+    withdrawn → revoke of the named value). An answer that is unusable becomes noops with
+    the raw output kept; no answer at all (the model is unreachable after its retries)
+    raises :class:`ModelUnavailable`.
+
+    Each fact is classified against the state the observation's earlier facts leave, as if
+    they were applied one after another: the facts are planned in rounds, round r holding
+    the r-th fact of each key, and ``apply`` brings the overlay up to date after each round
+    (the commit's batch; before the commit, a dry run on the snapshot). With one fact per
+    key — nearly always — there is one round. ``apply_last=False`` skips applying the last
+    round (a dry run has nothing to learn from it)."""
     plan = plan or Plan()
     facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
+    rounds = _rounds(facts, overlay)
+    for number, round_ in enumerate(rounds, start=1):
+        items = _plan_round(round_, actor, overlay, client, plan)
+        plan.items += items
+        if apply is not None and (apply_last or number < len(rounds)):
+            apply(items)
+    return plan
+
+
+#: What applies a round's operations to the overlay planning reads.
+Apply = Callable[[list[Item]], None]
+
+
+def model_reads(fact: dict[str, Any]) -> bool:
+    """Does the model annotate (and soft identity look at) this fact? What the model
+    extracted itself, and a client's fact marked ``annotate``; never a client's other facts
+    nor what the rule extractor read (SPEC §5.4). A fact stored before facts carried an
+    ``origin`` is read by the model, as it was then."""
+    origin = fact.get("origin")
+    return origin not in ("client", "rule") or (origin == "client" and bool(fact.get("annotate")))
+
+
+def _rounds(facts: list[dict[str, Any]], overlay: Overlay) -> list[list[dict[str, Any]]]:
+    """The facts split so that no round names one cell twice (an alias and its key are one
+    cell), each round keeping the facts' order."""
+    rounds: list[list[dict[str, Any]]] = []
+    seen: dict[object, int] = {}
+    for fact in facts:
+        key = normalize_key(fact["key"])
+        cell = overlay.cells.get(key)
+        name: object = cell.pk if cell is not None else key
+        index = seen.get(name, 0)
+        seen[name] = index + 1
+        if index == len(rounds):
+            rounds.append([])
+        rounds[index].append(fact)
+    return rounds
+
+
+def _plan_round(facts: list[dict[str, Any]], actor: str, overlay: Overlay,
+                client: ModelClient | None, plan: Plan) -> list[Item]:
+    """Plan facts that name distinct cells against the overlay as it stands."""
     known = overlay.head_views(sorted({normalize_key(f["key"]) for f in facts}))
     to_annotate = [f for f in facts if not f.get("op")]
-    annotated = dict(zip(map(id, to_annotate), _annotate(to_annotate, known, client, plan),
-                         strict=True))
+    asked = [f for f in to_annotate if client is not None and model_reads(f)]
+    ruled = [f for f in to_annotate if not (client is not None and model_reads(f))]
+    annotated = dict(zip(map(id, asked), _annotate(asked, known, client, plan), strict=True))
+    annotated.update(zip(map(id, ruled), _annotate(ruled, known, None, plan), strict=True))
+    items: list[Item] = []
     for fact in facts:
         key = normalize_key(fact["key"])
         value = None if fact.get("value") is None else str(fact["value"])
@@ -72,35 +137,59 @@ def plan_facts(*, facts: list[dict[str, Any]], actor: str, overlay: Overlay,
             ann = annotated[id(fact)]
             op, reason, raw, version = OpType(ann["op"]), ann["reason"], ann["raw"], None
             value = ann["value"]
-            # A create on a key without a head is decided without the model (SPEC §5.4).
-            method = Method.MODEL if client is not None and ann["by_model"] else Method.RULE
-            if fact.get("alias_of"):  # the key was found by soft identity (SPEC §5.3)
-                method = Method.IDENTITY
+            method = _method(fact, by_model=client is not None and ann["by_model"])
             if op == OpType.REVOKE:
                 version = overlay.withdrawn_target(key, value)
                 if version is None:
                     op, reason = OpType.NOOP, f"withdrawn value {value!r} is not in memory"
-        plan.items.append((OpInput(key=key, op=op, value=value, version_id=version,
-                                   reason=reason, raw_output=raw, payload=_payload(fact),
-                                   method=method),
-                           actor or CLIENT_ACTOR))
-    return plan
+        items.append((OpInput(key=key, op=op, value=value, version_id=version, reason=reason,
+                              raw_output=raw, payload=_payload(fact), method=method),
+                      actor or CLIENT_ACTOR))
+    return items
+
+
+def _method(fact: dict[str, Any], *, by_model: bool) -> Method:
+    """How a fact without an op was decided (SPEC §3)."""
+    if fact.get("alias_of"):  # the key was found by soft identity (SPEC §5.3)
+        return Method.IDENTITY
+    if by_model:
+        return Method.MODEL
+    # A client's fact, or a create on a key without a head, is decided without the model.
+    return Method.CLIENT if fact.get("origin") == "client" else Method.RULE
 
 
 def plan_with_model(*, namespace: Namespace, facts: list[dict[str, Any]], actor: str = "",
-                    vectors: dict[str, str] | None = None) -> Plan:
+                    vectors: dict[str, str] | None = None,
+                    evidence: Evidence | None = None) -> Plan:
     """:func:`plan_facts` outside any transaction, on a snapshot of the heads, with soft key
-    identity first when a model is configured. ``vectors`` are the observation's cached
-    embeddings (:func:`memory.llm.vectors.observation_vectors`)."""
+    identity first for the facts the model reads. ``vectors`` are the observation's cached
+    embeddings (:func:`memory.llm.vectors.observation_vectors`); ``evidence``, the
+    observation (its source and valid time place a dry run's facts as the commit will)."""
     plan = Plan()
     client = client_from_settings()
     facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
     keys = sorted({normalize_key(f["key"]) for f in facts})
     overlay = snapshot_overlay(namespace, keys)
-    if client is not None and _resolve_identities(namespace, facts, client, plan,
-                                                  vectors or {}, known=set(overlay.cells)):
+    read = [f for f in facts if model_reads(f)]
+    if client is not None and read and _resolve_identities(
+            namespace, read, client, plan, vectors or {}, known=set(overlay.cells)):
         overlay = snapshot_overlay(namespace, sorted({normalize_key(f["key"]) for f in facts}))
-    return plan_facts(facts=facts, actor=actor, overlay=overlay, client=client, plan=plan)
+    return plan_facts(facts=facts, actor=actor, overlay=overlay, client=client, plan=plan,
+                      apply=_dry_run(namespace, overlay, evidence), apply_last=False)
+
+
+def _dry_run(namespace: Namespace, overlay: Overlay, evidence: Evidence | None) -> Apply:
+    """Apply a round's operations to a snapshot, in memory only (nothing is written): what
+    the next round of the same observation is planned against."""
+    batch = Batch(namespace, overlay, {})
+
+    def apply(items: list[Item]) -> None:
+        for item, _ in items:
+            if item.creates:
+                overlay.provisional_cell(namespace.pk, normalize_key(item.key))
+        batch.apply(items, evidence=evidence)
+
+    return apply
 
 
 def _payload(fact: dict[str, Any]) -> dict[str, Any]:

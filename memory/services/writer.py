@@ -26,6 +26,7 @@ from memory.domain import (
     HEAD_STATUSES,
     NEW,
     REINSTATE,
+    SETTLED_CHANNEL,
     Decision,
     EvidenceState,
     Method,
@@ -433,11 +434,24 @@ class Settled:
 _COSTS = ("chat_calls", "embed_calls", "prompt_tokens", "completion_tokens")
 
 
+def notify_settled(evidence_ids: Sequence[int]) -> None:
+    """Announce that these observations settled (``?wait=1`` listens: memory.selectors.
+    settled). Inside a transaction PostgreSQL delivers it only if that commits; outside one,
+    at once. A payload stays far below PostgreSQL's 8000 bytes."""
+    ids = [str(i) for i in evidence_ids]
+    with connection.cursor() as cur:
+        for start in range(0, len(ids), 400):
+            cur.execute("SELECT pg_notify(%s, %s)",
+                        [SETTLED_CHANNEL, ",".join(ids[start:start + 400])])
+
+
 def mark_committed(done: Sequence[Settled], now: datetime) -> None:
     """ONE UPDATE for the committed evidence rows: committed, with the extraction result and
-    the evidence vector where the commit computed them, and what planning cost."""
+    the evidence vector where the commit computed them, and what planning cost; and the
+    notice that they settled, delivered when the commit's transaction commits."""
     if not done:
         return
+    notify_settled([d.evidence_id for d in done])
     vectors: list[Any] = []
     at = [_slot(vectors, d.vector) for d in done]
     costs = ", ".join(f"{c} = e.{c} + v.{c}" for c in _COSTS)

@@ -30,14 +30,14 @@ def test_remember_waits_for_the_commit_and_returns_typed_operations(api_url, age
         seen = memory.remember(facts=[{"key": "mug_1_location", "value": "table 1"}])
         assert isinstance(seen, pmem_client.Observation)
         assert seen.status == "committed" and seen.committed_at is not None
-        # A fact without an op is signed by the client that sent it; the extractor that
-        # placed it is the method (SPEC §3)
+        # A fact without an op is signed by the client that sent it; how it was decided is
+        # the method: the client's fact as given, text by the rule extractor (SPEC §3)
         assert [(o.op, o.key, o.value, o.status, o.actor) for o in seen.operations] == [
             ("accept", "mug_1_location", "table 1", "active", "api:agent")]
-        assert [(o.method, o.source) for o in seen.operations] == [("rule", "")]
+        assert [(o.method, o.source) for o in seen.operations] == [("client", "")]
         from_text = memory.remember("Update: mug 1 has been moved from table 1 to shelf 2.")
-        assert [(o.key, o.value) for o in from_text.operations] == [("mug_1_location",
-                                                                      "shelf 2")]
+        assert [(o.key, o.value, o.method) for o in from_text.operations] == [
+            ("mug_1_location", "shelf 2", "rule")]
 
 
 def test_remember_without_wait_answers_pending_and_observation_follows_it(api_url, agent):

@@ -71,6 +71,8 @@ def test_the_clients_inputs_are_tool_inputs(api_url, mcp_url, agent):
             out["forced"] = structured(await call("remember", {"facts": [
                 {"key": "bob_food", "value": "pasta", "op": "accept", "reason": "he said",
                  "hard_commit": True}]}))
+            out["annotated"] = structured(await call("remember", {"facts": [
+                {"key": "bob_drink", "value": "tea", "annotate": True}]}))
             out["filtered"] = text(await call("recall", {"query": "food",
                                                          "filter": {"user": "alice"}}))
             out["cut"] = text(await call("recall", {"query": "food", "min_score": 1.9}))
@@ -88,6 +90,9 @@ def test_the_clients_inputs_are_tool_inputs(api_url, mcp_url, agent):
     assert {"as_of", "search", "before"} <= out["inputs"]["fact_history"]
     assert out["late"]["operations"][0]["status"] == "superseded"  # into the history
     assert out["forced"]["operations"][0]["op"] == "accept"
+    # a fact's request for the model passes through (no model here: a create all the same)
+    assert Evidence.objects.get(pk=out["annotated"]["id"]).facts == [
+        {"key": "bob_drink", "value": "tea", "hard_commit": False, "annotate": True}]
     assert out["filtered"].splitlines()[1:] == ["alice_food = sushi"]
     assert out["cut"].splitlines()[1:2] == [] or "below min_score" in out["cut"]
     assert "history: pizza (superseded)" in out["disclosed"]

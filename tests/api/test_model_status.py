@@ -97,8 +97,8 @@ def test_dropped_facts_are_recorded_on_the_observation_and_shown_in_the_api_and_
         use_model(settings, server.base_url)
         server.push(Fault.CUSTOM(json.dumps(GARBAGE)), job="extraction")
         created = api.post(f"/api/v1/namespaces/{ns.name}/observations/",
-                           {"text": "Update: mug 1 has been moved from countertop 1 to "
-                                    "cabinet 3."}, format="json").json()
+                           {"text": "They told me this. Update: mug 1 has been moved from "
+                                    "countertop 1 to cabinet 3."}, format="json").json()
         commit_pending()
         body = api.get(f"/api/v1/namespaces/{ns.name}/observations/{created['id']}/").json()
     assert body["status"] == "committed"

@@ -111,3 +111,22 @@ def test_a_commit_aborted_by_a_deadlock_is_run_again_not_failed(ns, caplog):
     assert evidence.state == Evidence.State.COMMITTED, evidence.error
     assert Operation.objects.filter(evidence=evidence).count() == 2  # once, not twice
     assert {c.key: c.head.value for c in Cell.objects.filter(namespace=ns)} == {"a": "2", "b": "2"}
+
+
+def test_one_observation_in_process_is_recorded_and_committed_in_one_transaction(ns):
+    # One WAL flush instead of two: nothing is acknowledged before the one commit.
+    with CaptureQueriesContext(connection) as captured:
+        evidence = observation_ingest(namespace=ns, facts=[{"key": "k", "value": "v"}])
+    assert sum(1 for q in captured.captured_queries if q["sql"] == "COMMIT") == 1
+    assert evidence.state == "committed" and evidence.embedding is not None
+    assert cell_value(namespace=ns, key="k").value == "v"
+
+
+def test_an_observation_behind_an_unsettled_one_waits_its_turn(ns):
+    from memory.services import observation_record
+
+    first = observation_record(namespace=ns, facts=[{"key": "k", "value": "first"}]).evidence
+    second = observation_ingest(namespace=ns, facts=[{"key": "k", "value": "second"}])
+    assert Evidence.objects.get(pk=first.pk).state == second.state == "committed"
+    assert first.seq < second.seq
+    assert cell_value(namespace=ns, key="k").value == "second"

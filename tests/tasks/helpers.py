@@ -12,6 +12,12 @@ from memory.tasks import process_observation
 from tests.support.worker import CeleryWorker, wait_settled, wait_until
 
 
+def told(text: str) -> str:
+    """``text`` after a line the rule extractor does not understand, so that the model reads
+    all of it: text the rules understand whole never reaches the model (SPEC §5.4)."""
+    return f"They told me this.\n{text}"
+
+
 def record(ns: Namespace, text: str) -> Evidence:
     return observation_record(namespace=ns, text=text, actor="test").evidence
 

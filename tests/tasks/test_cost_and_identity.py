@@ -11,7 +11,15 @@ from memory.models import Cell, KeyAlias
 from memory.selectors import cell_detail
 from tests.support.scripted_llm import Fault
 from tests.support.worker import reset_server
-from tests.tasks.helpers import assert_memory_consistent, heads, ops_of, reload, settle, submit
+from tests.tasks.helpers import (
+    assert_memory_consistent,
+    heads,
+    ops_of,
+    reload,
+    settle,
+    submit,
+    told,
+)
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -36,7 +44,7 @@ def test_an_observation_costs_two_chat_calls_and_one_embedding_batch(
     creates decided without the annotator (SPEC §5.4), so round 1 costs no annotation call."""
     for round_ in (1, 2):
         reset_server(llm_server)
-        [evidence] = submit(ns, _facts(n_facts, round_))
+        [evidence] = submit(ns, told(_facts(n_facts, round_)))
         assert settle([evidence], llm_worker) == ["committed"]
         annotation = 0 if round_ == 1 else 1
         assert _costs(llm_server) == {"extraction": 1, "annotation": annotation, "identity": 0,
@@ -55,10 +63,10 @@ def test_an_observation_costs_two_chat_calls_and_one_embedding_batch(
 
 def test_a_rollback_costs_a_second_embedding_batch_for_the_reinstated_value(
         llm_worker, llm_server, ns):
-    settle(submit(ns, "Earlier observation: mug 1 was in table 1.",
-                  "Update: mug 1 has been moved from table 1 to drawer 2."), llm_worker)
+    settle(submit(ns, told("Earlier observation: mug 1 was in table 1."),
+                  told("Update: mug 1 has been moved from table 1 to drawer 2.")), llm_worker)
     reset_server(llm_server)
-    [evidence] = submit(ns, "The move of mug 1 to drawer 2 was reported in error.")
+    [evidence] = submit(ns, told("The move of mug 1 to drawer 2 was reported in error."))
     assert settle([evidence], llm_worker) == ["committed"]
     # The reinstated head's text ("mug_1_location: table 1") was not in the observation.
     assert _costs(llm_server) == {"extraction": 1, "annotation": 1, "identity": 0,
@@ -71,10 +79,10 @@ def test_a_rollback_costs_a_second_embedding_batch_for_the_reinstated_value(
 
 
 def test_close_key_merges_when_the_model_says_same(llm_worker, llm_server, ns):
-    settle(submit(ns, "alice_home_city = Paris"), llm_worker)
+    settle(submit(ns, told("alice_home_city = Paris")), llm_worker)
     reset_server(llm_server)
     llm_server.push(Fault.CUSTOM("same"), job="identity")
-    [evidence] = submit(ns, "home_city_of_alice = Lyon")
+    [evidence] = submit(ns, told("home_city_of_alice = Lyon"))
     assert settle([evidence], llm_worker) == ["committed"]
     assert heads(ns) == {"alice_home_city": "Lyon"}
     detail = cell_detail(namespace=ns, key="alice_home_city")
@@ -93,15 +101,15 @@ def test_close_key_merges_when_the_model_says_same(llm_worker, llm_server, ns):
     assert (reload(evidence).chat_calls, reload(evidence).embed_calls) == (3, 2)
     # The alias now routes without asking again.
     reset_server(llm_server)
-    settle(submit(ns, "home_city_of_alice = Nice"), llm_worker)
+    settle(submit(ns, told("home_city_of_alice = Nice")), llm_worker)
     assert heads(ns) == {"alice_home_city": "Nice"} and llm_server.counts["identity"] == 0
     assert_memory_consistent(ns)
 
 
 def test_close_key_stays_separate_when_the_model_says_different(llm_worker, llm_server, ns):
-    settle(submit(ns, "alice_home_city = Paris"), llm_worker)
+    settle(submit(ns, told("alice_home_city = Paris")), llm_worker)
     reset_server(llm_server)
-    [evidence] = submit(ns, "home_city_of_alice = Lyon")  # the scripted answer: different
+    [evidence] = submit(ns, told("home_city_of_alice = Lyon"))  # the scripted answer: different
     assert settle([evidence], llm_worker) == ["committed"]
     assert llm_server.counts["identity"] == 1
     assert heads(ns) == {"alice_home_city": "Paris", "home_city_of_alice": "Lyon"}
@@ -110,9 +118,9 @@ def test_close_key_stays_separate_when_the_model_says_different(llm_worker, llm_
 
 
 def test_unclear_identity_answer_keeps_keys_apart(llm_worker, llm_server, ns):
-    settle(submit(ns, "alice_home_city = Paris"), llm_worker)
+    settle(submit(ns, told("alice_home_city = Paris")), llm_worker)
     llm_server.push(Fault.CUSTOM("perhaps"), job="identity")
-    settle(submit(ns, "home_city_of_alice = Lyon"), llm_worker)
+    settle(submit(ns, told("home_city_of_alice = Lyon")), llm_worker)
     assert heads(ns) == {"alice_home_city": "Paris", "home_city_of_alice": "Lyon"}
 
 

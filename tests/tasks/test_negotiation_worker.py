@@ -9,7 +9,7 @@ import pytest
 
 from memory.models import Operation
 from tests.support.scripted_llm import Fault, ScriptedLLM
-from tests.tasks.helpers import assert_memory_consistent, heads, reload, settle, submit
+from tests.tasks.helpers import assert_memory_consistent, heads, reload, settle, submit, told
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -17,16 +17,16 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 def test_a_llama_cpp_style_server_is_negotiated_once_per_process(celery_worker_proc, ns):
     with ScriptedLLM(formats={"json_object"}) as server:
         worker = celery_worker_proc(llm=server, concurrency=1)
-        texts = [f"mug_location = place {i}\ncolor = c{i}" for i in range(1, 5)]
+        texts = [told(f"mug_location = place {i}\ncolor = c{i}") for i in range(1, 5)]
         assert settle(submit(ns, *texts), worker, timeout=60) == ["committed"] * 4
         assert heads(ns) == {"mug_location": "place 4", "color": "c4"}
         # One refused json_schema call for the (single) worker process, then json_object.
         assert server.forms.count("json_schema") == 1
         assert set(server.forms) - {"json_schema"} <= {"json_object", "prompt"}
         server.push(Fault.HTTP(404), job="extraction", times=2)  # the try and the task's retry
-        [failed] = submit(ns, "mug_location = shelf")
+        [failed] = submit(ns, told("mug_location = shelf"))
         assert settle([failed], worker, timeout=60) == ["failed"]
-        [later] = submit(ns, "size = large")
+        [later] = submit(ns, told("size = large"))
         assert settle([later], worker, timeout=60) == ["committed"]
         assert reload(failed).error.startswith("extraction failed: http 404")
         assert not Operation.objects.filter(evidence=failed).exists()

@@ -21,6 +21,7 @@ from tests.tasks.helpers import (
     heads,
     reload,
     submit,
+    told,
 )
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -40,12 +41,12 @@ def _slow_then_normal(srv: ScriptedLLM, worker, warm_ns, ns) -> tuple[Evidence, 
     namespace (after the first, in seq) that it answers at once. A first observation in
     another namespace warms the pool process up (its first model call costs a second or two
     of setting up, which would count against the short limits of these tests)."""
-    [warm] = submit(warm_ns, "warm = up")
+    [warm] = submit(warm_ns, told("warm = up"))
     assert wait_settled([warm.pk], timeout=30, worker=worker) == {warm.pk: "committed"}
     srv.push(Fault.TIMEOUT(SLOW_ANSWER_S), job="extraction")
-    [slow] = submit(ns, "colour = red")
+    [slow] = submit(ns, told("colour = red"))
     wait_until(lambda: srv.counts["extraction"] >= 2, 30, message="the slow extraction")
-    [normal] = submit(ns, "size = large")
+    [normal] = submit(ns, told("size = large"))
     return slow, normal
 
 
@@ -75,19 +76,19 @@ def test_soft_limit_in_the_commit_fails_the_observation_being_committed(
     with ScriptedLLM() as srv:
         worker = celery_worker_proc(llm=srv, PMEM_TASK_SOFT_TIME_LIMIT=SOFT,
                                     PMEM_TASK_TIME_LIMIT="40", **WORKER)
-        [warm] = submit(make_namespace("warm"), "warm = up")
+        [warm] = submit(make_namespace("warm"), told("warm = up"))
         assert wait_settled([warm.pk], timeout=30, worker=worker) == {warm.pk: "committed"}
         # The keys exist first: a fact on a key without a head is a create, decided without
         # asking the annotator (SPEC §5.4), and this test needs the annotator asked.
-        seeded = submit(ns, "colour = blue\nsize = small")
+        seeded = submit(ns, told("colour = blue\nsize = small"))
         assert set(wait_settled([e.pk for e in seeded], timeout=30, worker=worker).values()) \
             == {"committed"}
         asked = srv.counts["annotation"]
         srv.push(Fault.TIMEOUT(SLOW_ANSWER_S), job="annotation")
-        [slow] = submit(ns, "colour = red")
+        [slow] = submit(ns, told("colour = red"))
         wait_until(lambda: srv.counts["annotation"] >= asked + 1, 30,
                    message="the slow annotation")
-        [normal] = submit(ns, "size = large")
+        [normal] = submit(ns, told("size = large"))
         states = wait_settled([slow.pk, normal.pk], timeout=40, worker=worker)
         assert states == {slow.pk: "failed", normal.pk: "committed"}
         assert "SoftTimeLimitExceeded" in reload(slow).error

@@ -21,12 +21,13 @@ from tests.tasks.helpers import (
     ops_of,
     settle,
     submit,
+    told,
 )
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
-SEED = "mug_location = place 0\nstep = 0"
-TEXTS = [f"mug_location = place {i}\nstep = {i}" for i in (1, 2, 3)]
+SEED = told("mug_location = place 0\nstep = 0")
+TEXTS = [told(f"mug_location = place {i}\nstep = {i}") for i in (1, 2, 3)]
 
 
 def _kill_inside_the_drain(worker, server, ns):

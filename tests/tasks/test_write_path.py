@@ -19,6 +19,7 @@ from tests.tasks.helpers import (
     reload,
     settle,
     submit,
+    told,
     wait_tasks_done,
 )
 
@@ -29,7 +30,7 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 
 def test_text_in_cells_out(llm_worker, llm_server, ns):
-    [evidence] = submit(ns, "mug_location = kitchen table\ncolor: red")
+    [evidence] = submit(ns, told("mug_location = kitchen table\ncolor: red"))
     assert settle([evidence], llm_worker) == ["committed"]
     assert heads(ns) == {"mug_location": "kitchen table", "color": "red"}
     ops = ops_of(evidence)
@@ -37,7 +38,7 @@ def test_text_in_cells_out(llm_worker, llm_server, ns):
     assert [(o.key, o.type, o.method) for o in ops] == [
         ("mug_location", "accept", "rule"), ("color", "accept", "rule")]
     assert not any(o.raw_output for o in ops) and llm_server.counts["annotation"] == 0
-    [update] = submit(ns, "mug_location = shelf")
+    [update] = submit(ns, told("mug_location = shelf"))
     assert settle([update], llm_worker) == ["committed"]
     [op] = ops_of(update)
     assert (op.key, op.type, op.method) == ("mug_location", "accept", "model")
@@ -53,10 +54,10 @@ def test_revision_chain_supersedes_by_arrival_order_and_withdrawal_reinstates(
         llm_worker, ns):
     chain = submit(
         ns,
-        "Earlier observation: mug 1 was in table 1.",
-        "Update: mug 1 has been moved from table 1 to drawer 2.",
-        "Update: mug 1 has been moved from drawer 2 to shelf 3.",
-        "The move of mug 1 to shelf 3 was reported in error.",
+        told("Earlier observation: mug 1 was in table 1."),
+        told("Update: mug 1 has been moved from table 1 to drawer 2."),
+        told("Update: mug 1 has been moved from drawer 2 to shelf 3."),
+        told("The move of mug 1 to shelf 3 was reported in error."),
     )
     assert settle(chain, llm_worker) == ["committed"] * 4
     detail = cell_detail(namespace=ns, key="mug_1_location")
@@ -83,7 +84,7 @@ def test_revision_chain_supersedes_by_arrival_order_and_withdrawal_reinstates(
 def test_extraction_fault_fails_the_observation_visibly(llm_worker, llm_server, ns, fault,
                                                         times, error):
     llm_server.push(fault, job="extraction", times=times)
-    [evidence] = submit(ns, "mug_location = table")
+    [evidence] = submit(ns, told("mug_location = table"))
     assert settle([evidence], llm_worker, timeout=40) == ["failed"]
     evidence = reload(evidence)
     assert evidence.error.startswith(error)
@@ -99,7 +100,7 @@ def test_extraction_fault_fails_the_observation_visibly(llm_worker, llm_server, 
 def test_one_transient_extraction_fault_is_retried_and_commits(llm_worker, llm_server, ns,
                                                                fault):
     llm_server.push(fault, job="extraction")
-    [evidence] = submit(ns, "mug_location = table")
+    [evidence] = submit(ns, told("mug_location = table"))
     assert settle([evidence], llm_worker, timeout=40) == ["committed"]
     assert heads(ns) == {"mug_location": "table"}
     assert llm_server.counts["extraction"] == 2
@@ -114,10 +115,10 @@ def test_one_transient_extraction_fault_is_retried_and_commits(llm_worker, llm_s
 ], ids=["invalid_json", "wrong_schema", "empty", "unknown_op"])
 def test_unusable_annotation_becomes_logged_noops_with_raw_output(llm_worker, llm_server, ns,
                                                                   fault, reason):
-    submit_first = submit(ns, "mug_location = table")
+    submit_first = submit(ns, told("mug_location = table"))
     settle(submit_first, llm_worker)
     llm_server.push(fault, job="annotation")
-    [evidence] = submit(ns, "mug_location = drawer\ncolor = red")
+    [evidence] = submit(ns, told("mug_location = drawer\ncolor = red"))
     assert settle([evidence], llm_worker) == ["committed"]
     ops = ops_of(evidence)
     # The noop on the existing key says why; 'color' has no head, so it is a create that no
@@ -132,9 +133,9 @@ def test_unusable_annotation_becomes_logged_noops_with_raw_output(llm_worker, ll
 
 
 def test_annotation_for_a_key_never_asked_is_dropped(llm_worker, llm_server, ns):
-    settle(submit(ns, "mug_location = chair\ncolor = blue"), llm_worker)  # heads to annotate
+    settle(submit(ns, told("mug_location = chair\ncolor = blue")), llm_worker)  # heads to annotate
     llm_server.push(Fault.FOREIGN_KEY, job="annotation")
-    [evidence] = submit(ns, "mug_location = table\ncolor = red")
+    [evidence] = submit(ns, told("mug_location = table\ncolor = red"))
     assert settle([evidence], llm_worker) == ["committed"]
     assert heads(ns) == {"mug_location": "table", "color": "red"}
     assert [o.key for o in ops_of(evidence)] == ["mug_location", "color"]
@@ -143,9 +144,9 @@ def test_annotation_for_a_key_never_asked_is_dropped(llm_worker, llm_server, ns)
 
 
 def test_annotation_429_then_success_commits(llm_worker, llm_server, ns):
-    settle(submit(ns, "mug_location = chair"), llm_worker)  # a head: the update is annotated
+    settle(submit(ns, told("mug_location = chair")), llm_worker)  # a head: the update is annotated
     llm_server.push(Fault.HTTP_429, job="annotation")
-    [evidence] = submit(ns, "mug_location = table")
+    [evidence] = submit(ns, told("mug_location = table"))
     assert settle([evidence], llm_worker) == ["committed"]
     assert heads(ns) == {"mug_location": "table"}
     assert llm_server.counts["annotation"] == 2
@@ -159,10 +160,10 @@ def test_annotation_429_then_success_commits(llm_worker, llm_server, ns):
 def test_unreachable_annotator_fails_the_observation_without_a_partial_commit(
         llm_worker, llm_server, ns, fault, error):
     before = {"mug_location": "chair", "color": "blue", "size": "small"}
-    settle(submit(ns, "mug_location = chair\ncolor = blue\nsize = small"), llm_worker)
+    settle(submit(ns, told("mug_location = chair\ncolor = blue\nsize = small")), llm_worker)
     # The client's try and its one retry, in the task's try and its one retry (FAST_ENV).
     llm_server.push(fault, job="annotation", times=4)
-    [evidence] = submit(ns, "mug_location = table\ncolor = red\nsize = large")
+    [evidence] = submit(ns, told("mug_location = table\ncolor = red\nsize = large"))
     assert settle([evidence], llm_worker, timeout=40) == ["failed"]
     assert reload(evidence).error.startswith(error)
     assert heads(ns) == before and not Operation.objects.filter(evidence=evidence).exists()
@@ -171,9 +172,9 @@ def test_unreachable_annotator_fails_the_observation_without_a_partial_commit(
 
 def test_an_annotator_outage_shorter_than_the_retries_waits_and_commits(llm_worker, llm_server,
                                                                        ns):
-    settle(submit(ns, "mug_location = chair"), llm_worker)
+    settle(submit(ns, told("mug_location = chair")), llm_worker)
     llm_server.push(Fault.HTTP_500, job="annotation", times=2)  # one task attempt's worth
-    [evidence] = submit(ns, "mug_location = table")
+    [evidence] = submit(ns, told("mug_location = table"))
     assert settle([evidence], llm_worker, timeout=40) == ["committed"]
     assert heads(ns) == {"mug_location": "table"}
     assert llm_server.counts["annotation"] == 3
@@ -191,10 +192,10 @@ def test_commit_follows_seq_even_when_later_extractions_finish_first(celery_work
     reset_server(llm_server)
     worker = celery_worker_proc(llm=llm_server, concurrency=4, PMEM_LLM_TIMEOUT="120")
     llm_server.push(Fault.HOLD(90), job="extraction")
-    first = submit(ns, "mug_location = place 1\nseen = 1")
+    first = submit(ns, told("mug_location = place 1\nseen = 1"))
     wait_until(lambda: llm_server.counts["extraction"] >= 1, timeout=60,
                message="first extraction")
-    rest = submit(ns, *[f"mug_location = place {i}\nseen = {i}" for i in (2, 3, 4)])
+    rest = submit(ns, *[told(f"mug_location = place {i}\nseen = {i}") for i in (2, 3, 4)])
 
     def later_extracted_first_waiting() -> bool:
         states = dict(Evidence.objects.filter(namespace=ns).values_list("seq", "state"))
@@ -219,10 +220,10 @@ def test_commit_follows_seq_even_when_later_extractions_finish_first(celery_work
 
 def test_failed_observation_does_not_block_its_namespace_and_can_be_retried(
         llm_worker, llm_server, ns):
-    settle(submit(ns, "mug_location = chair"), llm_worker)  # a head: the update is annotated
+    settle(submit(ns, told("mug_location = chair")), llm_worker)  # a head: the update is annotated
     # Every try of both tasks (each drains, and meets the head's annotation): 2 x 2 x 2.
     llm_server.push(Fault.HTTP_500, job="annotation", times=8)
-    failed, later = submit(ns, "mug_location = table", "color = red")
+    failed, later = submit(ns, told("mug_location = table"), told("color = red"))
     assert settle([failed, later], llm_worker, timeout=40) == ["failed", "committed"]
     reset_server(llm_server)  # the faults no try needed
     assert heads(ns) == {"mug_location": "chair", "color": "red"}
@@ -237,7 +238,7 @@ def test_failed_observation_does_not_block_its_namespace_and_can_be_retried(
 
 def test_failed_extraction_can_be_retried(llm_worker, llm_server, ns):
     llm_server.push(Fault.INVALID_JSON, job="extraction")
-    [evidence] = submit(ns, "mug_location = table")
+    [evidence] = submit(ns, told("mug_location = table"))
     assert settle([evidence], llm_worker) == ["failed"]
     observation_retry(evidence=reload(evidence))
     enqueue(evidence)
@@ -251,7 +252,7 @@ def test_failed_extraction_can_be_retried(llm_worker, llm_server, ns):
 
 def test_duplicate_deliveries_commit_exactly_once(llm_worker, llm_server, ns):
     llm_server.delay("extraction", 0.5)  # both deliveries are inside the task at once
-    evidence = record(ns, "mug_location = table\ncolor = red")
+    evidence = record(ns, told("mug_location = table\ncolor = red"))
     enqueue(evidence)
     enqueue(evidence)
     assert settle([evidence], llm_worker) == ["committed"]
@@ -267,7 +268,7 @@ def test_duplicate_deliveries_commit_exactly_once(llm_worker, llm_server, ns):
 
 def test_many_observations_with_duplicates_commit_each_exactly_once(llm_worker, llm_server,
                                                                      ns):
-    texts = [f"mug_location = place {i}\nstep = {i}" for i in range(1, 9)]
+    texts = [told(f"mug_location = place {i}\nstep = {i}") for i in range(1, 9)]
     evidence = submit(ns, *texts)
     for e in evidence[::2]:
         enqueue(e)
@@ -284,7 +285,7 @@ def test_many_observations_with_duplicates_commit_each_exactly_once(llm_worker, 
 def test_unreachable_embedder_at_extraction_is_retried_then_fails_visibly(llm_worker,
                                                                          llm_server, ns):
     llm_server.push(Fault.HTTP_500, job="embeddings", times=4)
-    [evidence] = submit(ns, "mug_location = table")
+    [evidence] = submit(ns, told("mug_location = table"))
     assert settle([evidence], llm_worker, timeout=40) == ["failed"]
     assert reload(evidence).error.startswith("extraction failed: embedding failed: http 500")
     assert not Operation.objects.filter(namespace=ns).exists()
@@ -297,10 +298,10 @@ def test_unreachable_embedder_at_extraction_is_retried_then_fails_visibly(llm_wo
 
 def test_unreachable_embedder_after_commit_leaves_the_embedding_stale(llm_worker, llm_server,
                                                                       ns):
-    settle(submit(ns, "Earlier observation: mug 1 was in table 1.",
-                  "Update: mug 1 has been moved from table 1 to drawer 2."), llm_worker)
+    settle(submit(ns, told("Earlier observation: mug 1 was in table 1."),
+                  told("Update: mug 1 has been moved from table 1 to drawer 2.")), llm_worker)
     llm_server.delay("annotation", 1.0)
-    [evidence] = submit(ns, "The move of mug 1 to drawer 2 was reported in error.")
+    [evidence] = submit(ns, told("The move of mug 1 to drawer 2 was reported in error."))
     wait_until(lambda: reload(evidence).state == "processing", message="extraction")
     # The rollback's refresh needs a second batch (the reinstated text): it fails.
     llm_server.push(Fault.HTTP_500, job="embeddings", times=2)

@@ -42,9 +42,11 @@ export type EraseReport = Schemas["EraseReportOut"];
 export type Graph = Schemas["GraphOut"];
 /** A flat object of strings, numbers and booleans kept with the version a fact creates. */
 export type Metadata = Record<string, string | number | boolean>;
-/** A fact to remember: `{ key, value }`, with an `op` to force one, `metadata` to keep. */
-export type Fact = Omit<Schemas["FactInRequest"], "hard_commit" | "metadata"> & {
+/** A fact to remember: `{ key, value }`, with an `op` to force one, `metadata` to keep,
+ * `annotate: true` to have the memory's model decide how it relates to the current value. */
+export type Fact = Omit<Schemas["FactInRequest"], "hard_commit" | "annotate" | "metadata"> & {
   hard_commit?: boolean;
+  annotate?: boolean;
   metadata?: Metadata | null;
 };
 export type ReadMode = Schemas["ReadInModeEnum"];

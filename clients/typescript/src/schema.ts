@@ -584,6 +584,11 @@ export interface components {
             version?: number;
             /** @default false */
             hard_commit: boolean;
+            /**
+             * @description True: the model (when one is configured) decides the operation relative to the current value, as for text. Left out, a value that differs from the current one supersedes it and an equal one supports it.
+             * @default false
+             */
+            annotate: boolean;
             reason?: string;
             /** @description A flat object of strings, numbers and booleans kept with the version this fact creates (at most 32 entries, 4 kB); reads filter by it. */
             metadata?: {
@@ -779,7 +784,7 @@ export interface components {
             ordinal?: number | null;
             /** @description Who asked: api:<token>, mcp:<token>, user:<name>, system */
             actor: string;
-            /** @description How it was decided: explicit, rule, model, identity, reinstate */
+            /** @description How it was decided: explicit, client, rule, model, identity, reinstate */
             method: string;
             /** @description The evidence's source */
             source: string;

@@ -1,0 +1,151 @@
+"""Waiting for an observation to settle (committed or failed) without polling the database.
+
+A commit announces the observations it settled on the PostgreSQL channel
+:data:`~memory.domain.SETTLED_CHANNEL` inside its own transaction, so the notice is delivered
+only if it commits (``memory.services.writer.notify_settled``). Each process that waits keeps
+ONE listening connection, on a daemon thread started at its first wait, and wakes the waiters
+of the ids a notice names; a waiting request holds no connection of its own beyond Django's.
+A notice can still be missed (the listener reconnecting after the database went away): every
+waiter also looks at the row every :data:`SAFETY_POLL_SECONDS`, so a wait never outlasts a
+missed notice by more than that.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Any
+
+import psycopg
+from django.db import connection
+
+from memory.domain import SETTLED_CHANNEL, SETTLED_STATES
+from memory.models import Evidence
+
+log = logging.getLogger("pmem.settled")
+
+#: How long a waiter sleeps at most between two looks at its row: the net under a missed notice.
+SAFETY_POLL_SECONDS = 1.0
+#: How long a wait lets the listener connect before it looks at the row the first time.
+_READY_SECONDS = 2.0
+#: How often the listening thread looks up from the connection (to notice a stop).
+_TICK_SECONDS = 0.25
+
+
+class SettledListener:
+    """One process's listening connection, fanning each notice out to its waiters."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiters: dict[int, set[threading.Event]] = {}
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._stop = threading.Event()
+        self.ready = threading.Event()
+        self.delivered = 0  # notices received (the tests read it)
+
+    def watch(self, evidence_id: int) -> threading.Event:
+        """An event set when a notice names ``evidence_id``; :meth:`forget` it after."""
+        self._start()
+        event = threading.Event()
+        with self._lock:
+            self._waiters.setdefault(evidence_id, set()).add(event)
+        return event
+
+    def forget(self, evidence_id: int, event: threading.Event) -> None:
+        with self._lock:
+            waiting = self._waiters.get(evidence_id)
+            if waiting is not None:
+                waiting.discard(event)
+                if not waiting:
+                    del self._waiters[evidence_id]
+
+    def waiting(self, evidence_id: int) -> bool:
+        with self._lock:
+            return bool(self._waiters.get(evidence_id))
+
+    def stop(self) -> None:
+        """Close the listening connection (a test database must be dropped after)."""
+        thread = self._thread
+        self._stop.set()
+        if thread is not None:
+            thread.join(timeout=5 * _TICK_SECONDS)
+        self._thread, self._stop = None, threading.Event()
+        self.ready.clear()
+
+    def _start(self) -> None:
+        with self._lock:
+            alive = self._thread is not None and self._thread.is_alive()
+            if alive and self._pid == os.getpid():
+                return
+            # First wait in this process (or in a child forked after one): a thread of its own.
+            self._pid, self._stop = os.getpid(), threading.Event()
+            self.ready.clear()
+            self._thread = threading.Thread(target=self._run, args=(_params(), self._stop),
+                                            name="pmem-settled-listener", daemon=True)
+            self._thread.start()
+        self.ready.wait(_READY_SECONDS)  # listening before the caller first looks at its row
+
+    def _run(self, params: dict[str, Any], stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                with psycopg.connect(**params, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {SETTLED_CHANNEL}")
+                    self.ready.set()
+                    while not stop.is_set():
+                        for notice in conn.notifies(timeout=_TICK_SECONDS):
+                            self._deliver(notice.payload)
+            except Exception:
+                self.ready.clear()
+                if stop.is_set():
+                    return
+                log.warning("listening for settled observations failed; reconnecting",
+                            exc_info=True)
+                self._wake_all()  # their rows may have settled meanwhile: each looks again
+                stop.wait(SAFETY_POLL_SECONDS)
+
+    def _deliver(self, payload: str) -> None:
+        ids = [int(part) for part in payload.split(",") if part.strip().isdigit()]
+        with self._lock:
+            self.delivered += 1
+            events = [e for i in ids for e in self._waiters.get(i, ())]
+        for event in events:
+            event.set()
+
+    def _wake_all(self) -> None:
+        with self._lock:
+            events = [e for waiting in self._waiters.values() for e in waiting]
+        for event in events:
+            event.set()
+
+
+def _params() -> dict[str, Any]:
+    """The connection parameters of Django's database, for psycopg itself."""
+    params = dict(connection.get_connection_params())
+    for django_only in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(django_only, None)
+    return params
+
+
+LISTENER = SettledListener()
+
+
+def observation_when_settled(evidence_id: int, timeout: float) -> Evidence:
+    """The observation once it is committed or failed, or as it is after ``timeout`` seconds
+    (text and facts; never the extraction or the embedding). Woken by the commit's notice:
+    one look at the row before sleeping and one per wake-up."""
+    deadline = time.monotonic() + timeout
+    settled = Evidence.objects.filter(pk=evidence_id, state__in=SETTLED_STATES)
+    event = LISTENER.watch(evidence_id)
+    try:
+        while not settled.exists():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            event.wait(min(left, SAFETY_POLL_SECONDS))
+            event.clear()
+    finally:
+        LISTENER.forget(evidence_id, event)
+    return Evidence.objects.defer("extracted", "embedding").get(pk=evidence_id)

@@ -1,0 +1,76 @@
+"""``?wait=1`` is woken by the commit's notice (LISTEN/NOTIFY), not by polling: a waiter
+looks at its row once before sleeping and once when the notice wakes it, however long the
+commit takes; a failure wakes it the same way."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from memory.selectors import observation_when_settled, settled
+from memory.services import namespace_drain, observation_fail, observation_record
+from tests.support.worker import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def no_safety_poll(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The safety net's looks pushed past the test: only a notice can end a wait early."""
+    monkeypatch.setattr(settled, "SAFETY_POLL_SECONDS", 600.0)
+
+
+def _waiting(evidence_id: int) -> tuple[threading.Thread, dict[str, Any]]:
+    """Wait for ``evidence_id`` on a thread of its own, as a request would; its queries and
+    what it got are in the dict once it ends."""
+    out: dict[str, Any] = {}
+
+    def wait() -> None:
+        try:
+            with CaptureQueriesContext(connection) as queries:
+                out["evidence"] = observation_when_settled(evidence_id, timeout=120)
+            out["queries"] = [q["sql"] for q in queries.captured_queries]
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=wait)
+    thread.start()
+    wait_until(lambda: settled.LISTENER.waiting(evidence_id), message="the waiter")
+    return thread, out
+
+
+def test_a_wait_is_woken_by_the_commit(ns, no_safety_poll):
+    evidence = observation_record(namespace=ns, facts=[{"key": "k", "value": "v"}]).evidence
+    thread, out = _waiting(evidence.pk)
+    delivered = settled.LISTENER.delivered
+    namespace_drain(namespace_id=ns.pk)  # commits it, announcing it in its transaction
+    thread.join(timeout=60)
+    assert out["evidence"].state == "committed"
+    assert len(out["queries"]) <= 3  # a look before sleeping, one after the notice, the row
+    assert settled.LISTENER.delivered > delivered
+    assert not settled.LISTENER.waiting(evidence.pk)  # nothing left behind
+
+
+def test_a_wait_is_woken_by_a_failure(ns, no_safety_poll):
+    evidence = observation_record(namespace=ns, text="k = v").evidence
+    thread, out = _waiting(evidence.pk)
+    assert observation_fail(evidence_id=evidence.pk, error="given up")
+    thread.join(timeout=60)
+    assert out["evidence"].state == "failed" and len(out["queries"]) <= 3
+
+
+def test_a_settled_observation_answers_at_once(ns):
+    evidence = observation_record(namespace=ns, facts=[{"key": "k", "value": "v"}]).evidence
+    namespace_drain(namespace_id=ns.pk)
+    with CaptureQueriesContext(connection) as queries:
+        assert observation_when_settled(evidence.pk, timeout=120).state == "committed"
+    assert len(queries.captured_queries) == 2
+
+
+def test_a_wait_runs_out_with_the_observation_as_it_is(ns):
+    evidence = observation_record(namespace=ns, facts=[{"key": "k", "value": "v"}]).evidence
+    assert observation_when_settled(evidence.pk, timeout=0.05).state == "pending"
