@@ -1,8 +1,9 @@
 // The cell page's history table: each row expands (button, Enter/Space, or a tap anywhere on
 // the row) to why the version exists — its operations, evidence, source, actor and reason,
-// loaded once by htmx. A #v<id> in the URL opens that row. It mirrors the graph: the version
-// selected there is marked here (pmem-select events), and a version link here selects its node
-// there (pmem-focus events, which move the graph's window when the version lies outside it).
+// loaded once by htmx. A #v12 in the URL (the key's 12th version) opens that row. It mirrors
+// the graph: the version selected there is marked here (pmem-select events), and a version
+// link here selects its node there and shows its details (pmem-focus events, which move the
+// graph's window when the version lies outside it).
 
 export function historyTable() {
   function toggle(button, open) {
@@ -67,12 +68,10 @@ export function historyTable() {
   openFromHash();
 
   document.addEventListener("pmem-select", (event) => {
-    const id = event.detail && event.detail.id;
+    const version = event.detail && event.detail.version;
     for (const tr of document.querySelectorAll("table.history tr.selected")) tr.classList.remove("selected");
-    if (id && id.startsWith("v")) {
-      const tr = document.getElementById(id);
-      if (tr) tr.classList.add("selected");
-    }
+    const tr = version ? document.querySelector("table.history tr[data-version='" + version + "']") : null;
+    if (tr) tr.classList.add("selected");
   });
 
   document.addEventListener("click", (event) => {
@@ -85,7 +84,5 @@ export function historyTable() {
     if (document.dispatchEvent(focus)) return;
     event.preventDefault();
     history.replaceState(history.state, "", location.pathname + location.search + "#" + id);
-    const graph = document.getElementById("graph");
-    if (graph) graph.scrollIntoView({ block: "nearest", behavior: "smooth" });
   });
 }

@@ -102,7 +102,7 @@ export function elements(state) {
   const pos = positions(state);
   const nodes = [...state.nodes.values()].map((n) => ({
     group: "nodes",
-    data: { id: n.id, kind: n.kind, status: n.status || "", label: label(n) },
+    data: { id: n.id, kind: n.kind, status: n.status || "", label: label(n), ordinal: n.ordinal ?? null },
     position: pos[n.id],
     classes: n.kind + (n.status ? " " + n.status : ""),
   }));
