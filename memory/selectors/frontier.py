@@ -333,7 +333,7 @@ def open_contests(*, namespace: Namespace, limit: int = 100,
         if source:
             sources.setdefault(vid, set()).add(source)
     # Why each value is there: the newest observation behind it (one per version).
-    observed = {row.pop("version_id"): row for row in SupportEdge.objects.filter(
+    observed = {row["version_id"]: dict(row) for row in SupportEdge.objects.filter(
         version_id__in=[v["id"] for v in versions], evidence__isnull=False)
         .order_by("version_id", "-id").distinct("version_id").values(
             "version_id", "evidence_id", seq=F("evidence__seq"), source=F("evidence__source"),

@@ -166,16 +166,18 @@ def retraction_notes(ids: Iterable[int], *, as_of: datetime | None = None
     notes: dict[int, dict[str, Any]] = {}
     for row in tombs.order_by("version_id", "-id").distinct("version_id").values(
             "version_id", **fields):
-        notes[row.pop("version_id")] = row
+        found: dict[str, Any] = dict(row)
+        notes[found.pop("version_id")] = found
     rest = [i for i in wanted if i not in notes]
     if rest:
         fixes = Version.objects.filter(supersedes_id__in=rest, created_by__type=OpType.REJECT)
         if as_of is not None:
             fixes = fixes.filter(created_at__lte=as_of)
-        for row in fixes.order_by("supersedes_id", "-id").distinct("supersedes_id").values(
+        for fix in fixes.order_by("supersedes_id", "-id").distinct("supersedes_id").values(
                 "supersedes_id", op=F("created_by__type"), actor=F("created_by__actor"),
                 reason=F("created_by__reason"), at=F("created_by__created_at")):
-            notes[row.pop("supersedes_id")] = row
+            fixed: dict[str, Any] = dict(fix)
+            notes[fixed.pop("supersedes_id")] = fixed
     for note in notes.values():
         note["reason_words"] = plain_reason(note["reason"])
     return notes

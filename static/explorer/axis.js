@@ -1,17 +1,18 @@
-// The timeline's time axis: ticks at round instants (every 5 s, 15 min, 1 day, 1 month …)
+// The timeline's time axis: ticks at round instants (every 0.1 s, 15 min, 1 day, 1 month …)
 // chosen so that 3 to 6 fit, each labelled only as precisely as its step needs (UTC). Two
 // ends of a short history no longer read the same minute.
 import { parse } from "./dates.js";
 
 const S = 1000;
-const STEPS = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
+const STEPS = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600,
   43200, 86400, 172800, 604800, 2592000, 7776000, 31536000].map((s) => s * S);
 const pad = (n) => String(n).padStart(2, "0");
 
 function label(d, step, withDay) {
   const day = d.getUTCFullYear() + "-" + pad(d.getUTCMonth() + 1) + "-" + pad(d.getUTCDate());
   if (step >= 86400 * S) return day;
-  const clock = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + (step < 60 * S ? ":" + pad(d.getUTCSeconds()) : "");
+  const clock = pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + (step < 60 * S ? ":" + pad(d.getUTCSeconds()) : "")
+    + (step < S ? "." + String(d.getUTCMilliseconds()).padStart(3, "0") : "");
   return withDay ? day + " " + clock : clock;
 }
 

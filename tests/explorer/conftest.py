@@ -94,9 +94,9 @@ class Browsing:
     when the test ends), unless the test names the console error it causes on purpose
     (:meth:`expect_console_error`: a 400 it asks for, say)."""
 
-    def __init__(self, browser: Any, base_url: str) -> None:
+    def __init__(self, browser: Any, base_url: str, **options: Any) -> None:
         self.base_url = base_url
-        self.context = browser.new_context(viewport=VIEWPORT)
+        self.context = browser.new_context(**{"viewport": VIEWPORT, **options})
         self.context.add_init_script(CSP_REPORTER)
         self.page = self.context.new_page()
         self.page.set_default_timeout(15_000)
