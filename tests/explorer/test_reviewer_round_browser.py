@@ -250,3 +250,28 @@ def test_a_touch_screen_gets_touch_words_and_finger_sized_controls(
         b.assert_no_error()
     finally:
         b.context.close()
+
+
+def test_the_log_reads_as_sentences_and_keeps_an_undo_for_each_entry(
+        browsing: Browsing, width: str, demo_ns: Any, make_user: Any) -> None:
+    b = browsing
+    b.login(make_user("reviewer", demo_ns))
+    _open(b, demo_ns)
+    _retract_head(b, "typed the wrong code")
+    b.goto(f"/ns/{demo_ns.name}/operations/?key={KEY}")
+    revoke = Operation.objects.get(namespace=demo_ns, key=KEY, type="revoke")
+    row = b.page.locator(f"#op{revoke.pk}")
+    expect(row.locator(".op-words")).to_have_text("“Lisbon” was retracted")
+    expect(row.locator("a.op")).to_have_attribute("href", "/glossary/#retract")
+    reinstate = Operation.objects.get(namespace=demo_ns, key=KEY, type="reinstate")
+    expect(b.page.locator(f"#op{reinstate.pk} .op-words")).to_have_text(
+        "“Berlin” came back because the newer value was retracted (the second line of a revoke)")
+    # Undo from the log entry, long after the page that offered it is gone, with a reason.
+    row.get_by_test_id(f"log-undo-{revoke.pk}").click()
+    row.locator("[name='reason']").fill("wrong key")
+    row.locator("button[type=submit]").click()
+    expect(b.page.locator(f"#op{revoke.pk}")).to_be_visible()
+    restore = Operation.objects.get(namespace=demo_ns, key=KEY, type="restore")
+    assert restore.reason == "wrong key"
+    _open(b, demo_ns)
+    expect(b.page.get_by_test_id("current-value")).to_have_text("Lisbon")
