@@ -52,6 +52,8 @@ PAGES = (
     Page("diff", "/ns/{ns}/cells/{key}/diff/"),
     Page("frontier-as-of", "/ns/{ns}/?as_of=2030-01-01T00:00:00Z"),
     Page("cell-as-of", "/ns/{ns}/cells/{key}/?as_of=2030-01-01T00:00:00Z"),
+    Page("cell-before-it-existed", "/ns/{ns}/cells/{key}/?as_of=2001-01-01T00:00:00Z"),
+    Page("cell-a-version-selected", "/ns/{ns}/cells/{key}/?jump=v2"),
     Page("404", "/ns/{ns}/cells/no_such_key_here/", status=404),
     Page("403", "/ns/{ns}/access/", role="viewer", status=403),
 )
