@@ -118,8 +118,13 @@ def history_section(cell: Cell, *, ns: str, as_of: datetime | None = None,
                     else f"Version v{first} of {page.total:,}")
     # Newer: the page before this one (a cursor the read gives), else the first page.
     newer = {"before": page.newer} if page.newer else ({} if before else None)
+    past = {"as_of": as_of_param(as_of)} if as_of else {}
     return {
         "entries": entries, "total": page.total, "q": search, "position": position,
+        # Where the list goes to follow a version chosen elsewhere (history.js): the page that
+        # starts at it, ``before`` the cursor just past it.
+        "follow_url": f"{frag_url}?{urlencode(past)}" if past else frag_url,
+        "cursor_key": cell.pk,
         "self_url": f"{frag_url}?{urlencode({**base, **({'before': before} if before else {})})}",
         **urls("older", {"before": page.next} if page.next else None),
         **urls("newer", newer),

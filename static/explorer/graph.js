@@ -60,7 +60,8 @@ export function graph(container, details) {
     showDetails(details, state, selected);
     const node = selected ? state.nodes.get(selected) : null;
     document.dispatchEvent(new CustomEvent("pmem-select", { detail: {
-      id: selected, version: node && node.kind === "version" ? node.version : null } }));
+      id: selected, version: node && node.kind === "version" ? node.version : null,
+      ordinal: node && node.kind === "version" ? node.ordinal : null } }));
     if (!fromHash) {
       const hash = selected ? "#" + hashOf(node) : "";
       if (location.hash !== hash) history.replaceState(history.state, "", location.pathname + location.search + hash);

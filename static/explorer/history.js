@@ -67,11 +67,26 @@ export function historyTable() {
   window.addEventListener("hashchange", openFromHash);
   openFromHash();
 
-  document.addEventListener("pmem-select", (event) => {
-    const version = event.detail && event.detail.version;
+  // The version chosen in the graph (a node, a timeline bar, a jump) is marked in the list;
+  // when this page of the list does not hold it, the list moves to the page that starts at it.
+  let chosen = null;
+  function mark() {
     for (const tr of document.querySelectorAll("table.history tr.selected")) tr.classList.remove("selected");
-    const tr = version ? document.querySelector("table.history tr[data-version='" + version + "']") : null;
+    const tr = chosen ? document.querySelector("table.history tr[data-version='" + chosen.version + "']") : null;
     if (tr) tr.classList.add("selected");
+    return tr;
+  }
+  document.addEventListener("pmem-select", (event) => {
+    const d = event.detail || {};
+    chosen = d.version ? d : null;
+    const list = document.getElementById("cell-history");
+    if (mark() || !chosen || !chosen.ordinal || !list || !list.dataset.followUrl) return;
+    const url = list.dataset.followUrl + (list.dataset.followUrl.includes("?") ? "&" : "?")
+      + "before=" + list.dataset.cursorKey + "-" + (chosen.ordinal + 1);
+    window.htmx.ajax("GET", url, { target: "#cell-history", swap: "outerHTML" });
+  });
+  document.body.addEventListener("htmx:afterSwap", (event) => {
+    if (event.target && event.target.id === "cell-history") mark();
   });
 
   document.addEventListener("click", (event) => {

@@ -230,6 +230,11 @@ def test_history_pages_from_the_top_and_older_shows_the_list_from_its_start(
     b.page.wait_for_timeout(400)  # the smooth scroll to the list's top
     top = b.page.locator("#cell-history").bounding_box()["y"]
     assert -2 <= top <= VIEWPORTS[width]["height"] / 2
+    # The list follows a version chosen in the graph: a jump to v45 shows the page it starts.
+    b.page.fill("#jump-to", "v45")
+    b.page.press("#jump-to", "Enter")
+    expect(b.page.get_by_test_id("history-position")).to_have_text("Versions v45–v1 of 60")
+    expect(b.page.locator("#v45")).to_have_class("st-superseded selected")
 
 
 def test_a_touch_screen_gets_touch_words_and_finger_sized_controls(
