@@ -43,12 +43,14 @@ class OperationForm(forms.Form):
     op = forms.ChoiceField(choices=FORM_OPS)
     value = forms.CharField(required=False, strip=True, max_length=settings.PMEM_MAX_VALUE_CHARS)
     version = forms.IntegerField(required=False, min_value=1)
-    reason = forms.CharField(max_length=2000, strip=True,
-                             error_messages={"required": "Say why: the reason goes in the log."})
+    # Required of every action but a restore (the undo of a retraction, which may say why).
+    reason = forms.CharField(max_length=2000, strip=True, required=False)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         op = data.get("op")
+        if op and op != OpType.RESTORE and not data.get("reason") and "reason" not in self.errors:
+            self.add_error("reason", "Say why: the reason goes in the log.")
         if op in VALUE_OPS and not data.get("value"):
             self.add_error("value", f"{op} needs a value.")
         if op == OpType.RESOLVE and not data.get("version"):

@@ -38,6 +38,9 @@ PAGES = (
     ("erase", "/ns/{ns}/cells/temp_access_code/erase/"),
     ("access", "/ns/{ns}/access/"),
     ("glossary", "/glossary/"),
+    ("cell-details", "/ns/{ns}/cells/mug_1_location/#v2"),
+    ("review", "/ns/{ns}/review/"),
+    ("diff", "/ns/{ns}/cells/alice_home_city/diff/"),
     ("404", "/ns/{ns}/cells/no_such_key/"),
 )
 
@@ -122,6 +125,10 @@ def shoot(base_url: str, user: str, password: str, ns: str) -> list[Path]:
             for name, url in PAGES:
                 page.goto(base_url + url.format(ns=ns))
                 page.wait_for_load_state("networkidle")
+                if "#v" in url:  # a selected version: its details, where the page shows them
+                    page.wait_for_function("() => document.getElementById('graph').dataset.selected")
+                    page.locator("#node-details").scroll_into_view_if_needed()
+                    page.wait_for_timeout(400)
                 path = OUT / f"{name}-{label}.png"
                 page.screenshot(path=str(path))
                 saved.append(path)

@@ -29,7 +29,7 @@ from explorer.http import (
     page_context,
 )
 from explorer.templatetags.explorer_tags import utc_text
-from memory.domain import BadParameter, Status
+from memory.domain import RESTORABLE_STATUSES, BadParameter, Status
 from memory.selectors import (
     Steps,
     cell_head,
@@ -41,6 +41,7 @@ from memory.selectors import (
     resolve_jump,
     restorable_versions,
     retract_choices,
+    retraction_notes,
     version_provenance,
     version_status_at,
 )
@@ -89,6 +90,10 @@ def history_section(cell: Cell, *, ns: str, as_of: datetime | None = None,
     except BadParameter as exc:  # the page's search box is ``q``
         raise BadParameter("q" if exc.field == "search" else exc.field, exc.message) from None
     entries = [_row(e.as_dict()) for e in page.entries]
+    notes = retraction_notes([e["version"] for e in entries
+                              if e["status"] in RESTORABLE_STATUSES], as_of=as_of)
+    for entry in entries:
+        entry["retraction"] = notes.get(entry["version"])
     base = {k: v for k, v in (("as_of", as_of_param(as_of) if as_of else ""), ("q", search)) if v}
     page_url = reverse("explorer:cell", args=[ns, cell.key])
     frag_url = reverse("explorer:cell_history", args=[ns, cell.key])
@@ -113,8 +118,13 @@ def history_section(cell: Cell, *, ns: str, as_of: datetime | None = None,
                     else f"Version v{first} of {page.total:,}")
     # Newer: the page before this one (a cursor the read gives), else the first page.
     newer = {"before": page.newer} if page.newer else ({} if before else None)
+    past = {"as_of": as_of_param(as_of)} if as_of else {}
     return {
         "entries": entries, "total": page.total, "q": search, "position": position,
+        # Where the list goes to follow a version chosen elsewhere (history.js): the page that
+        # starts at it, ``before`` the cursor just past it.
+        "follow_url": f"{frag_url}?{urlencode(past)}" if past else frag_url,
+        "cursor_key": cell.pk,
         "self_url": f"{frag_url}?{urlencode({**base, **({'before': before} if before else {})})}",
         **urls("older", {"before": page.next} if page.next else None),
         **urls("newer", newer),
@@ -213,7 +223,8 @@ def cell(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 @require_GET
 @answers_refusals
 def cell_panel(request: HttpRequest, ns: str, key: str) -> HttpResponse:
-    """One live region of the cell page: ``part`` = state | actions (else the whole panel).
+    """One live region of the cell page: ``part`` = state | actions | restore | asof (else
+    the whole panel).
     The action forms are a reviewer's: anyone else asking for them gets 403."""
     access = namespace_access(request.user, ns)
     part = request.GET.get("part", "")
@@ -223,7 +234,8 @@ def cell_panel(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     context = cell_context(access, load_cell(access, key), as_of=moment)
     template = {"state": "explorer/partials/cell_state.html",
                 "actions": "explorer/partials/cell_actions.html",
-                "restore": "explorer/partials/restore_actions.html"}.get(
+                "restore": "explorer/partials/restore_actions.html",
+                "asof": "explorer/partials/as_of_controls.html"}.get(
         part, "explorer/partials/cell_panel.html")
     return render(request, template, context)
 

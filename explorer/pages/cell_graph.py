@@ -19,6 +19,7 @@ from explorer.access import namespace_access
 from explorer.http import answers_refusals, as_of, as_of_param, int_param
 from explorer.pages.cell import load_cell
 from memory.domain import BadParameter
+from memory.domain.wording import plain_reason
 from memory.selectors import graph_window, resolve_jump, status_timeline
 from memory.selectors.graph import SIDES, WINDOW_DEFAULT, WINDOW_MAX
 from memory.selectors.timeline import BUCKETS_DEFAULT, TICK
@@ -50,6 +51,7 @@ def graph_json(cell: Cell, *, ns: str, around: int | None, limit: int, side: str
             node["page"] = reverse("explorer:observation", args=[ns, node["observation"]])
             node["observation_url"] = reverse("api-observation", args=[ns, node["observation"]])
         elif node["kind"] == "operation" and node.get("created_at"):
+            node["reason_words"] = plain_reason(node.get("reason") or "")
             at = node["created_at"]
             node["asof_before"] = f"{page}?{urlencode({'as_of': as_of_param(at - TICK)})}"
             node["asof_after"] = f"{page}?{urlencode({'as_of': as_of_param(at)})}"

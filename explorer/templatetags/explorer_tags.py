@@ -6,11 +6,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from django import template
+from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timesince import timesince
 
 from memory.domain import CellStatus, EvidenceState, Status
+from memory.domain.wording import op_sentence
 
 register = template.Library()
 
@@ -50,3 +52,18 @@ def when(moment: datetime | None, relative: bool = False) -> SafeString:
 def _ago(moment: datetime) -> str:
     since = timesince(moment).split(",")[0]
     return "just now" if since.startswith("0\xa0") else f"{since} ago"
+
+
+#: The glossary's entry for each operation's name.
+_GLOSSARY = {"revoke": "retract"}
+
+
+@register.simple_tag
+def op_words(op: str, value: str | None, requested: str = "") -> SafeString:
+    """An operation as a sentence, its technical name beside it (on hover too) and linked to
+    the glossary's entry."""
+    return format_html(
+        '<span class="op-words" title="operation: {}">{}</span> <a class="op op-{}" href="{}#{}"'
+        ' title="What “{}” means, in the glossary">{}</a>', op,
+        op_sentence(op, value[:80] if value else value, requested), op,
+        reverse("explorer:glossary"), _GLOSSARY.get(op, op), op, op)

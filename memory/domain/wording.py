@@ -35,7 +35,7 @@ _EXACT = {
 }
 _ROLLBACK = re.compile(r"rollback after operation (\d+)")
 _METHODS = {
-    "explicit": "asked for as such",
+    "explicit": "asked for exactly this",
     "client": "the client's structured fact",
     "rule": "decided by the rule extractor",
     "model": "decided by the model",
@@ -63,3 +63,30 @@ def plain_reason(reason: str) -> str:
 
 def plain_method(method: str) -> str:
     return _METHODS.get(method, method)
+
+
+#: What each operation did, as a sentence about its value (``{v}``); the operation's name
+#: stays beside it, on hover, for those who know the vocabulary (SPEC §3).
+_SENTENCES = {
+    "accept": "{v} became the value",
+    "contest": "{v} was added as a competing value",
+    "reject": "the value was rejected as wrong; {v} is the correction",
+    "revoke": "{v} was retracted",
+    "resolve": "{v} won the contest",
+    "restore": "{v} came back: a retraction or rejection was undone",
+    "reinstate": "{v} came back because the newer value was retracted",
+    "noop": "nothing changed",
+}
+_BARE = {"reject": "the value was rejected as wrong", "noop": "nothing changed"}
+
+
+def op_sentence(op: str, value: str | None, requested: str = "") -> str:
+    """One line of the log in words: what the operation did to the value it names (a
+    retraction that reopens the predecessor writes a second line, which says so)."""
+    if not value:
+        return _BARE.get(op, f"{op} (no value)")
+    quoted = f"“{value}”"
+    sentence = _SENTENCES.get(op, op + " {v}").format(v=quoted)
+    if op == "reinstate" and requested:
+        sentence += f" (the second line of a {requested})"
+    return sentence[0].upper() + sentence[1:]

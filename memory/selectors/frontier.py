@@ -316,25 +316,32 @@ def contested_cells(namespace: Namespace) -> QuerySet[Cell]:
 def open_contests(*, namespace: Namespace, limit: int = 100,
                   order: str = "oldest") -> list[dict[str, Any]]:
     """Contested cells in ``order`` (:data:`QUEUE_ORDERS`), each with its competing values
-    inline: the head and every alternative (value, support, the sources behind it). Three
-    queries."""
+    inline: the head and every alternative (value, its ordinal, support, the sources behind
+    it and its newest observation: text head, source, time). Four queries."""
     cells = list(contested_cells(namespace).select_related("head")
                  .order_by(*QUEUE_ORDERS.get(order, QUEUE_ORDERS["oldest"]))[:limit])
     if not cells:
         return []
     versions = list(Version.objects.filter(cell__in=cells, status__in=[
         Status.CONTESTED, Status.ALTERNATIVE]).order_by("id").values(
-        "id", "cell_id", "status", "support", "valid_from", value_head=Left("value", LIST_TEXT_CHARS)))
+        "id", "ordinal", "cell_id", "status", "support", "valid_from",
+        value_head=Left("value", LIST_TEXT_CHARS)))
     sources: dict[int, set[str]] = {}
     for vid, source in SupportEdge.objects.filter(
             version_id__in=[v["id"] for v in versions]).values_list("version_id",
                                                                     "evidence__source"):
         if source:
             sources.setdefault(vid, set()).add(source)
+    # Why each value is there: the newest observation behind it (one per version).
+    observed = {row["version_id"]: dict(row) for row in SupportEdge.objects.filter(
+        version_id__in=[v["id"] for v in versions], evidence__isnull=False)
+        .order_by("version_id", "-id").distinct("version_id").values(
+            "version_id", "evidence_id", seq=F("evidence__seq"), source=F("evidence__source"),
+            at=F("evidence__received_at"), text=Left("evidence__text", LIST_TEXT_CHARS))}
     out = []
     for cell in cells:
-        mine = [dict(v, sources=sorted(sources.get(v["id"], ()))) for v in versions
-                if v["cell_id"] == cell.pk]
+        mine = [dict(v, sources=sorted(sources.get(v["id"], ())), observed=observed.get(v["id"]))
+                for v in versions if v["cell_id"] == cell.pk]
         out.append({"key": cell.key, "since": cell.updated_at, "candidates": mine})
     return out
 

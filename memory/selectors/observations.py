@@ -14,6 +14,7 @@ from django.db.models import (
     BooleanField,
     Exists,
     ExpressionWrapper,
+    F,
     Func,
     IntegerField,
     OuterRef,
@@ -200,7 +201,7 @@ def observation_page(*, namespace: Namespace, evidence_id: int) -> ObservationPa
     produced = Operation.objects.filter(evidence_id=evidence.pk)
     operations = list(produced.order_by("id").values(
         "id", "type", "requested", "key", "cell_id", "version_id", "reason", "actor", "method",
-        value_head=Left("value", LIST_TEXT_CHARS)))
+        version_ordinal=F("version__ordinal"), value_head=Left("value", LIST_TEXT_CHARS)))
     raw_outputs = list(produced.exclude(raw_output="").order_by("raw_output")
                        .values_list("raw_output", flat=True).distinct())
     return ObservationPage(evidence, [dict(o) for o in operations], raw_outputs)

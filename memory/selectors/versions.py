@@ -16,10 +16,17 @@ from typing import Any
 from django.db.models import F
 from django.db.models.functions import Left, Length
 
-from memory.domain import BIGINT_MAX, HEAD_STATUSES, RESTORABLE_STATUSES, BadParameter, Status
+from memory.domain import (
+    BIGINT_MAX,
+    HEAD_STATUSES,
+    RESTORABLE_STATUSES,
+    BadParameter,
+    OpType,
+    Status,
+)
 from memory.domain.metadata import Metadata
 from memory.domain.wording import plain_reason
-from memory.models import Cell, Namespace, Operation, SupportEdge, Version
+from memory.models import Cell, Namespace, Operation, SupportEdge, Tombstone, Version
 
 from .history import history_page
 from .shapes import EXPORT_CHUNK, GRAPH_TEXT_CHARS, LIST_TEXT_CHARS, evidence_heads
@@ -132,11 +139,48 @@ def version_choices(*, cell: Cell, search: str = "",
 
 def restorable_versions(*, cell: Cell, limit: int = RESTORABLE) -> list[dict[str, Any]]:
     """The newest revoked or contradicted versions (what a Restore can bring back), newest
-    first: version_cell_status_idx finds them, whatever the length of the history."""
+    first, each with when it was made and why it was retracted (:func:`retraction_notes`):
+    version_cell_status_idx finds them, whatever the length of the history. Three statements."""
     rows = (Version.objects.filter(cell=cell, status__in=list(RESTORABLE_STATUSES))
-            .order_by("-id").values("id", "ordinal", "value", "status")[:limit])
+            .order_by("-id").values("id", "ordinal", "value", "status", "created_at")[:limit])
+    notes = retraction_notes([r["id"] for r in rows])
     return [{"version": r["id"], "ordinal": r["ordinal"], "value": r["value"],
-             "status": r["status"]} for r in rows]
+             "status": r["status"], "created_at": r["created_at"],
+             "retraction": notes.get(r["id"])} for r in rows]
+
+
+def retraction_notes(ids: Iterable[int], *, as_of: datetime | None = None
+                     ) -> dict[int, dict[str, Any]]:
+    """``id -> {op, actor, reason, reason_words, at}``: who retracted each version named and
+    why, by ``as_of``. A revoked version's newest tombstone names its operation; a version
+    contradicted by a rejection is superseded by the correction that operation made (a
+    resolve's losers carry no such link and get no note). Two statements on indexed keys."""
+    wanted = sorted({i for i in ids if isinstance(i, int)})
+    if not wanted:
+        return {}
+    fields = {"op": F("operation__type"), "actor": F("operation__actor"),
+              "reason": F("operation__reason"), "at": F("operation__created_at")}
+    tombs = Tombstone.objects.filter(version_id__in=wanted)
+    if as_of is not None:
+        tombs = tombs.filter(created_at__lte=as_of)
+    notes: dict[int, dict[str, Any]] = {}
+    for row in tombs.order_by("version_id", "-id").distinct("version_id").values(
+            "version_id", **fields):
+        found: dict[str, Any] = dict(row)
+        notes[found.pop("version_id")] = found
+    rest = [i for i in wanted if i not in notes]
+    if rest:
+        fixes = Version.objects.filter(supersedes_id__in=rest, created_by__type=OpType.REJECT)
+        if as_of is not None:
+            fixes = fixes.filter(created_at__lte=as_of)
+        for fix in fixes.order_by("supersedes_id", "-id").distinct("supersedes_id").values(
+                "supersedes_id", op=F("created_by__type"), actor=F("created_by__actor"),
+                reason=F("created_by__reason"), at=F("created_by__created_at")):
+            fixed: dict[str, Any] = dict(fix)
+            notes[fixed.pop("supersedes_id")] = fixed
+    for note in notes.values():
+        note["reason_words"] = plain_reason(note["reason"])
+    return notes
 
 
 def retract_choices(cell: Cell, search: str) -> tuple[list[dict[str, Any]], bool]:
@@ -173,7 +217,7 @@ def version_side(*, namespace: Namespace, key: str, version_id: int) -> dict[str
     """One version of ``key`` for the side-by-side comparison: value, status, validity,
     support, the operation that made it (actor, method, reason) and its evidence."""
     version = (Version.objects.filter(pk=version_id, cell__namespace=namespace, cell__key=key)
-               .select_related("created_by").first())
+               .select_related("created_by", "supersedes", "restores").first())
     if version is None:
         return None
     evidence = list(SupportEdge.objects.filter(version=version, evidence__isnull=False)
@@ -182,12 +226,14 @@ def version_side(*, namespace: Namespace, key: str, version_id: int) -> dict[str
     op = version.created_by
     return {"version": version, "evidence": evidence, "operation": op,
             "reason_words": plain_reason(op.reason) if op else "",
+            "retraction": (retraction_notes([version.pk]).get(version.pk)
+                           if version.status in RESTORABLE_STATUSES else None),
             "head": version.status in HEAD_STATUSES}
 
 
 def diff_choices(*, namespace: Namespace, key: str, limit: int = DIFF_CHOICES) -> list[Any]:
     return list(Version.objects.filter(cell__namespace=namespace, cell__key=key).order_by("-id")
-                .values("id", "status", value_head=Left("value", 60))[:limit])
+                .values("id", "ordinal", "status", value_head=Left("value", 60))[:limit])
 
 
 HISTORY_FIELDS = ("version", "value", "status", "valid_from", "valid_to", "support",

@@ -23,10 +23,35 @@ document.body.addEventListener("pmem-changed", function () {
   }
 });
 
-// Plain forms with data-confirm ask first (htmx forms use hx-confirm).
+// Plain forms with data-confirm ask first.
 document.addEventListener("submit", function (event) {
   const message = event.target.dataset && event.target.dataset.confirm;
   if (message && !window.confirm(message)) event.preventDefault();
+});
+
+// What a form with data-confirm-submit is about to do, in the words of the dialog: its
+// question, then the version chosen, the value typed and the reason given.
+function confirmText(form) {
+  const lines = [form.dataset.confirmSubmit];
+  const radio = form.querySelector("input[name=version]:checked");
+  const choice = radio && radio.closest("label");
+  if (choice) lines.push("Version: " + choice.textContent.replace(/\s+/g, " ").trim());
+  const value = form.querySelector("[name=value]");
+  if (value && value.value.trim()) lines.push("Value: " + value.value.trim());
+  const reason = form.querySelector("[name=reason]");
+  if (reason && reason.type !== "hidden") lines.push("Reason: " + (reason.value.trim() || "(none given)"));
+  return lines.join("\n");
+}
+
+// An htmx form with data-confirm-submit asks on its submission only: never for the requests
+// of the fields inside it (a version search), as an inherited hx-confirm would.
+document.body.addEventListener("htmx:confirm", function (event) {
+  const form = event.detail.elt;
+  const trigger = event.detail.triggeringEvent;
+  if (!(form instanceof HTMLFormElement) || !form.dataset.confirmSubmit) return;
+  if (!trigger || trigger.type !== "submit") return;
+  event.preventDefault();
+  if (window.confirm(confirmText(form))) event.detail.issueRequest(true);
 });
 
 // --- long values: clamped to a few lines with a "Show all" toggle ----------------------------
@@ -88,9 +113,9 @@ document.body.addEventListener("htmx:beforeRequest", function (event) {
       key: (trigger.target && trigger.target.closest && trigger.target.closest("[data-focus-key]"))
         ? trigger.target.closest("[data-focus-key]").dataset.focusKey : "",
     };
-  } else {
-    pendingFocus = null;
   }
+  // Other requests (the live refreshes an action sets off) leave the pending focus alone:
+  // afterSettle only answers the request that was pressed.
 });
 
 document.body.addEventListener("htmx:afterSettle", function (event) {

@@ -7,6 +7,7 @@
 import { showDetails, title } from "./graph/details.js";
 import { edgeKey, elements, versions as windowVersions } from "./graph/layout.js";
 import { graphStyle } from "./graph/style.js";
+import { inView, readable, wheelZoom, windowText, zoomAt } from "./graph/viewport.js";
 
 const MAX_VERSIONS = 500; // what one window request may ask for (CONTRACT: limit max 500)
 // Edges the explorer adds to the typed graph: operation → version, operation → observation.
@@ -43,7 +44,10 @@ export function graph(container, details) {
   }
 
   // The selection is mirrored in the URL (#v<id>, #o<id>…, shareable) and in the history table.
-  function select(id, { scroll = false, fromHash = false } = {}) {
+  // A version is named in the URL by its place in the key (#v12), other nodes by their id.
+  const hashOf = (n) => (n.kind === "version" && n.ordinal != null ? "v" + n.ordinal : n.id);
+
+  function select(id, { scroll = false, fromHash = false, reveal = false } = {}) {
     selected = id && state.nodes.has(id) ? id : null;
     if (cy) {
       cy.elements(":selected").unselect();
@@ -54,12 +58,17 @@ export function graph(container, details) {
       }
     }
     showDetails(details, state, selected);
-    document.dispatchEvent(new CustomEvent("pmem-select", { detail: { id: selected } }));
+    const node = selected ? state.nodes.get(selected) : null;
+    document.dispatchEvent(new CustomEvent("pmem-select", { detail: {
+      id: selected, version: node && node.kind === "version" ? node.version : null,
+      ordinal: node && node.kind === "version" ? node.ordinal : null } }));
     if (!fromHash) {
-      const hash = selected ? "#" + selected : "";
+      const hash = selected ? "#" + hashOf(node) : "";
       if (location.hash !== hash) history.replaceState(history.state, "", location.pathname + location.search + hash);
     }
     container.dataset.selected = selected || "";
+    // The details sit beside the graph (below it on a phone): a tap brings them into view.
+    if (reveal && selected) details.scrollIntoView({ block: "nearest", behavior: "smooth" });
   }
 
   // --- viewport -------------------------------------------------------------------------------
@@ -67,33 +76,23 @@ export function graph(container, details) {
   // A long window would be fitted into illegibly small type: keep a readable zoom and show the
   // newest end (the right); the rest is a drag, a Ctrl+wheel or the Fit button away.
   function reset() {
-    if (!cy || cy.nodes().empty()) return;
-    cy.fit(undefined, 24);
-    const MIN = 0.8;
-    const MAX = 1.1;
-    if (cy.zoom() > MAX) {
-      cy.zoom(MAX);
-      cy.center();
-    }
-    if (cy.zoom() >= MIN) return;
-    const bb = cy.elements().boundingBox();
-    cy.zoom(MIN);
-    cy.pan({ x: cy.width() - 24 - bb.x2 * MIN, y: cy.height() / 2 - ((bb.y1 + bb.y2) / 2) * MIN });
+    readable(cy);
+    showWindow();
   }
 
-  function zoomBy(factor, at) {
-    if (!cy) return;
-    const level = Math.min(cy.maxZoom(), Math.max(cy.minZoom(), cy.zoom() * factor));
-    cy.zoom({ level, renderedPosition: at || { x: cy.width() / 2, y: cy.height() / 2 } });
+  // What the view holds, in the key's numbering (on every pan and zoom, once per frame).
+  let pending = false;
+  function showWindow() {
+    if (!status || pending) return;
+    pending = true;
+    requestAnimationFrame(() => {
+      pending = false;
+      status.textContent = windowText(inView(cy), versions().length, state.total);
+    });
   }
 
-  // The wheel scrolls the page; Ctrl (or ⌘) + wheel zooms the graph.
-  container.addEventListener("wheel", (event) => {
-    if (!(event.ctrlKey || event.metaKey) || !cy) return;
-    event.preventDefault();
-    const box = container.getBoundingClientRect();
-    zoomBy(event.deltaY < 0 ? 1.15 : 1 / 1.15, { x: event.clientX - box.left, y: event.clientY - box.top });
-  }, { passive: false });
+  const zoomBy = (factor, at) => zoomAt(cy, factor, at);
+  wheelZoom(container, () => cy);
 
   // --- drawing --------------------------------------------------------------------------------
 
@@ -109,11 +108,8 @@ export function graph(container, details) {
       newer.disabled = busy || state.newer === 0;
       newer.querySelector("[data-count]").textContent = state.newer ? "(" + state.newer.toLocaleString("en") + ")" : "";
     }
-    if (status) {
-      status.textContent = shown === state.total
-        ? "All " + shown.toLocaleString("en") + " version" + (shown === 1 ? "" : "s") + " shown"
-        : "Showing " + shown.toLocaleString("en") + " of " + state.total.toLocaleString("en") + " versions";
-    }
+    if (status && !cy) status.textContent = windowText([], shown, state.total);
+    else showWindow();
     const vs = versions();
     container.dataset.oldest = vs.length ? vs[0].version : "";
     container.dataset.newest = vs.length ? vs[vs.length - 1].version : "";
@@ -128,7 +124,7 @@ export function graph(container, details) {
     container.replaceChildren();
     cy = cytoscape({
       container, elements: elements(state), style: graphStyle(), layout: { name: "preset", fit: false },
-      minZoom: 0.03, maxZoom: 2.5, boxSelectionEnabled: false, autoungrabify: true,
+      minZoom: 0.005, maxZoom: 2.5, boxSelectionEnabled: false, autoungrabify: true,
       userZoomingEnabled: false, // zoom: Ctrl/⌘ + wheel or the buttons (the wheel scrolls the page)
     });
     if (view) {
@@ -137,7 +133,8 @@ export function graph(container, details) {
     } else {
       reset();
     }
-    cy.on("tap", "node", (evt) => select(evt.target.id()));
+    cy.on("tap", "node", (evt) => select(evt.target.id(), { reveal: true }));
+    cy.on("viewport", showWindow);
     if (selected && state.nodes.has(selected)) select(selected);
     else if (selected) select(null);
     const edges = cy.edges();
@@ -247,12 +244,15 @@ export function graph(container, details) {
       const sig = (x) => JSON.stringify([...x.nodes.values()].map((n) => n.id + ":" + (n.status || "") + ":" + (n.support ?? "")).sort().concat([x.edges.size]));
       const old = sig(state);
       const keepAnchor = state.anchor;
+      const shownBefore = new Set(vs.map((v) => v.id));
       absorb(g, true);
       state.older = g.window.older;
       state.newer = g.window.newer;
       state.anchor = state.nodes.has(keepAnchor) ? keepAnchor : null;
       if (sig(state) === old && cy) return;
-      draw({ keepView: !!cy });
+      // New versions (an action, a commit): the view moves to the newest end so none is cut off.
+      const grew = versions().some((v) => !shownBefore.has(v.id));
+      draw({ keepView: !!cy && !grew });
     });
   }
 
@@ -261,14 +261,20 @@ export function graph(container, details) {
     return m ? m[1] + m[2] : null;
   }
 
-  // A version id outside the drawn window: the window moves there.
-  function focusNode(id) {
-    if (!id) return;
-    if (state.nodes.has(id)) {
-      select(id, { scroll: true });
-    } else if (id.startsWith("v")) {
-      jump({ around: id.slice(1) }, id);
-    }
+  // The node a URL's #v12 (the key's 12th version) or #o34 (operation 34) names, if drawn.
+  function nodeNamed(name) {
+    if (!name.startsWith("v")) return state.nodes.has(name) ? name : null;
+    const ordinal = Number(name.slice(1));
+    const n = [...state.nodes.values()].find((x) => x.kind === "version" && x.ordinal === ordinal);
+    return n ? n.id : null;
+  }
+
+  // A version outside the drawn window: the window moves there (the server finds v12).
+  function focusNode(name, options = {}) {
+    if (!name) return;
+    const id = nodeNamed(name);
+    if (id) select(id, { scroll: true, ...options });
+    else if (name.startsWith("v")) jump({ jump: name }, null);
   }
 
   // --- controls -------------------------------------------------------------------------------
@@ -278,7 +284,7 @@ export function graph(container, details) {
   on("graph-newer", "click", () => extend("newer"));
   on("graph-zoom-in", "click", () => zoomBy(1.25));
   on("graph-zoom-out", "click", () => zoomBy(1 / 1.25));
-  on("graph-fit", "click", () => cy && cy.fit(undefined, 24));
+  on("graph-fit", "click", () => { if (cy) { cy.stop(true); cy.fit(undefined, 24); } });
   on("graph-reset", "click", reset);
   on("graph-head", "click", () => jump({}, null));
   on("jump-form", "submit", (event) => {
@@ -315,7 +321,9 @@ export function graph(container, details) {
   // The timeline (timeline.js) asks for a jump.
   document.addEventListener("pmem-jump", (event) => {
     const d = event.detail || {};
-    jump(d.around ? { around: d.around } : { jump: d.at }, d.around ? "v" + d.around : null);
+    jump(d.around ? { around: d.around } : { jump: d.at }, d.around ? "v" + d.around : null).then((ok) => {
+      if (ok && selected) details.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    });
   });
 
   document.body.addEventListener("pmem-graph", refresh);
@@ -323,13 +331,15 @@ export function graph(container, details) {
   // A version link of the history table (history.js) asks for its node.
   document.addEventListener("pmem-focus", (event) => {
     event.preventDefault();
-    focusNode(event.detail.id);
+    focusNode(event.detail.id, { reveal: true });
   });
   window.pmemGraphApi = { jump, extend, select, reset, state };
 
-  const initial = fromHash() || (container.dataset.around ? "v" + container.dataset.around : null);
-  if (initial && initial.startsWith("v")) {
-    jump({ around: initial.slice(1) }, initial);
+  const initial = fromHash();
+  if (container.dataset.around && !initial) {
+    jump({ around: container.dataset.around }, "v" + container.dataset.around);
+  } else if (initial && initial.startsWith("v")) {
+    jump({ jump: initial }, null);
   } else {
     jump({}, null).then(() => { if (initial) focusNode(initial); });
   }

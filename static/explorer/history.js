@@ -1,8 +1,9 @@
 // The cell page's history table: each row expands (button, Enter/Space, or a tap anywhere on
 // the row) to why the version exists — its operations, evidence, source, actor and reason,
-// loaded once by htmx. A #v<id> in the URL opens that row. It mirrors the graph: the version
-// selected there is marked here (pmem-select events), and a version link here selects its node
-// there (pmem-focus events, which move the graph's window when the version lies outside it).
+// loaded once by htmx. A #v12 in the URL (the key's 12th version) opens that row. It mirrors
+// the graph: the version selected there is marked here (pmem-select events), and a version
+// link here selects its node there and shows its details (pmem-focus events, which move the
+// graph's window when the version lies outside it).
 
 export function historyTable() {
   function toggle(button, open) {
@@ -66,13 +67,26 @@ export function historyTable() {
   window.addEventListener("hashchange", openFromHash);
   openFromHash();
 
-  document.addEventListener("pmem-select", (event) => {
-    const id = event.detail && event.detail.id;
+  // The version chosen in the graph (a node, a timeline bar, a jump) is marked in the list;
+  // when this page of the list does not hold it, the list moves to the page that starts at it.
+  let chosen = null;
+  function mark() {
     for (const tr of document.querySelectorAll("table.history tr.selected")) tr.classList.remove("selected");
-    if (id && id.startsWith("v")) {
-      const tr = document.getElementById(id);
-      if (tr) tr.classList.add("selected");
-    }
+    const tr = chosen ? document.querySelector("table.history tr[data-version='" + chosen.version + "']") : null;
+    if (tr) tr.classList.add("selected");
+    return tr;
+  }
+  document.addEventListener("pmem-select", (event) => {
+    const d = event.detail || {};
+    chosen = d.version ? d : null;
+    const list = document.getElementById("cell-history");
+    if (mark() || !chosen || !chosen.ordinal || !list || !list.dataset.followUrl) return;
+    const url = list.dataset.followUrl + (list.dataset.followUrl.includes("?") ? "&" : "?")
+      + "before=" + list.dataset.cursorKey + "-" + (chosen.ordinal + 1);
+    window.htmx.ajax("GET", url, { target: "#cell-history", swap: "outerHTML" });
+  });
+  document.body.addEventListener("htmx:afterSwap", (event) => {
+    if (event.target && event.target.id === "cell-history") mark();
   });
 
   document.addEventListener("click", (event) => {
@@ -85,7 +99,5 @@ export function historyTable() {
     if (document.dispatchEvent(focus)) return;
     event.preventDefault();
     history.replaceState(history.state, "", location.pathname + location.search + "#" + id);
-    const graph = document.getElementById("graph");
-    if (graph) graph.scrollIntoView({ block: "nearest", behavior: "smooth" });
   });
 }

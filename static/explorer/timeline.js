@@ -4,6 +4,7 @@
 // asks the graph to jump there (a pmem-jump event that graph.js answers); the drawn window is
 // marked on the timeline (pmem-window events from graph.js). Each segment's colour is the
 // status palette's (explorer.css: .tl-<status>).
+import { drawAxis } from "./axis.js";
 import { utcText } from "./dates.js";
 import { STATUSES as ORDER } from "./palette.js";
 
@@ -62,8 +63,7 @@ export function timeline(box) {
     }
     const first = buckets[0];
     const last = buckets[buckets.length - 1];
-    box.querySelector(".tl-from").textContent = fmt(first.start);
-    box.querySelector(".tl-to").textContent = fmt(last.end);
+    drawAxis(box.querySelector(".timeline-axis"), first.start, last.end);
     const totals = {};
     for (const b of buckets) for (const s of ORDER) totals[s] = (totals[s] || 0) + (b.counts[s] || 0);
     summary.textContent = (data.versions ?? 0).toLocaleString("en") + " versions: "

@@ -89,17 +89,20 @@ def is_csp_violation(text: str) -> bool:
 
 class Browsing:
     """One browser context for a test: a page, its console errors, CSP violations, login and
-    screenshots. Every test that uses it fails on a CSP violation or on an explorer page
-    served without a Content-Security-Policy header (checked when the test ends)."""
+    screenshots. Every test that uses it fails on a script error, a console error, a CSP
+    violation or an explorer page served without a Content-Security-Policy header (checked
+    when the test ends), unless the test names the console error it causes on purpose
+    (:meth:`expect_console_error`: a 400 it asks for, say)."""
 
-    def __init__(self, browser: Any, base_url: str) -> None:
+    def __init__(self, browser: Any, base_url: str, **options: Any) -> None:
         self.base_url = base_url
-        self.context = browser.new_context(viewport=VIEWPORT)
+        self.context = browser.new_context(**{"viewport": VIEWPORT, **options})
         self.context.add_init_script(CSP_REPORTER)
         self.page = self.context.new_page()
         self.page.set_default_timeout(15_000)
         self.errors: list[str] = []
         self.csp_violations: list[str] = []
+        self.expected: list[str] = []
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda exc: self.errors.append(f"pageerror: {exc}"))
         self.page.on("dialog", lambda dialog: dialog.accept())  # hx-confirm: the user says yes
@@ -121,6 +124,18 @@ class Browsing:
     def assert_no_csp_violation(self) -> None:
         assert self.csp_violations == [], "CSP violations:\n" + "\n".join(self.csp_violations)
 
+    def expect_console_error(self, fragment: str) -> None:
+        """A console error with ``fragment`` is this test's doing (a refused request)."""
+        self.expected.append(fragment)
+
+    def unexpected_errors(self) -> list[str]:
+        return [e for e in self.errors if not any(f in e for f in self.expected)
+                and not is_csp_violation(e)]
+
+    def assert_no_error(self) -> None:
+        unexpected = self.unexpected_errors()
+        assert unexpected == [], "script or console errors:\n" + "\n".join(unexpected)
+
     def url(self, path: str) -> str:
         return self.base_url + path
 
@@ -137,7 +152,9 @@ class Browsing:
     def shot(self, name: str) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         path = ARTIFACTS / f"{name}.png"
-        self.page.screenshot(path=str(path))
+        # caret="initial": Playwright hides the caret with a style attribute on each input,
+        # which htmx's settle would copy into the next swap (a violation that is not the page's).
+        self.page.screenshot(path=str(path), caret="initial")
         return path
 
     def csrf_token(self) -> str:
@@ -150,5 +167,6 @@ def browsing(chromium: Any, live_server: Any) -> Iterator[Browsing]:
     try:
         yield b
         b.assert_no_csp_violation()
+        b.assert_no_error()
     finally:
         b.context.close()

@@ -191,7 +191,8 @@ def test_a_non_member_gets_404(browsing: Browsing, demo_ns: Any, make_user: Any)
         assert b.goto(path).status == 404
     b.goto("/")
     expect(b.page.locator("body")).not_to_contain_text(demo_ns.name)
-    # (the 404 page load itself is the only console error, and it is the point of the test)
+    # (the 404 page loads themselves are the only console errors: the point of the test)
+    b.expect_console_error("status of 404")
 
 
 def test_a_viewer_sees_no_actions_and_a_forged_post_is_refused(

@@ -3,6 +3,7 @@ expansion from the keyboard, the as-of banner without actions, and the phone wid
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -52,7 +53,9 @@ def test_the_window_extends_in_place_with_older_and_newer(
     g = _graph(b)
     assert (g["versions"], g["older"], g["newer"]) == (40, 90, 0)
     assert f"v{_ordinal_id(long_key, 130)}" in g["ids"]
-    expect(b.page.locator("#graph-window-status")).to_have_text("Showing 40 of 130 versions")
+    # What the view holds, in the key's numbering: the newest, at a readable size.
+    expect(b.page.locator("#graph-window-status")).to_have_text(
+        re.compile(r"^Showing v1\d\d–v130 of 130 \(\d+ more loaded: drag or Fit\)$"))
     expect(b.page.locator("#graph-newer")).to_be_disabled()
     # A node drawn before keeps its place when the window grows (extended in place).
     head = f"v{_ordinal_id(long_key, 130)}"
@@ -66,7 +69,8 @@ def test_the_window_extends_in_place_with_older_and_newer(
     b.page.click("#graph-older")
     b.page.wait_for_function("() => window.pmemGraph.versions === 130")
     expect(b.page.locator("#graph-older")).to_be_disabled()
-    expect(b.page.locator("#graph-window-status")).to_have_text("All 130 versions shown")
+    b.page.click("#graph-fit")
+    expect(b.page.locator("#graph-window-status")).to_have_text("Showing v1–v130 of 130")
     b.shot("scale-window-extended")
     assert b.errors == []
 
@@ -91,7 +95,10 @@ def test_the_timeline_jumps_the_window_and_newer_comes_back(
     last_of_bucket = int(first.get_attribute("data-last"))
     assert f"v{last_of_bucket}" in g["ids"]
     expect(first).to_have_class("tl-bucket in-window")
-    assert b.page.evaluate("() => location.hash") == f"#v{last_of_bucket}"
+    ordinal = Version.objects.get(pk=last_of_bucket).ordinal
+    assert b.page.evaluate("() => location.hash") == f"#v{ordinal}"  # the key's own number
+    # The bar's newest version is selected and its details fill the panel beside the graph.
+    expect(b.page.locator("#node-details h2")).to_have_text(f"Version v{ordinal}")
     # The bar is one tab stop: arrows walk it, Enter shows a stretch.
     b.page.locator("#timeline button.tl-bucket[tabindex='0']").focus()
     b.page.keyboard.press("End")
@@ -120,20 +127,21 @@ def test_jump_to_a_version_or_a_date_moves_the_window_and_selects_it(
     b.page.wait_for_function("(id) => document.getElementById('graph').dataset.selected === id",
                              arg=f"v{v3}")
     expect(b.page.locator("#node-details")).to_contain_text("pos 2")
-    expect(b.page.locator("#node-details")).to_contain_text(f"v3 of this key (global id {v3})")
-    assert b.page.evaluate("() => location.hash") == f"#v{v3}"
+    expect(b.page.locator("#node-details h2")).to_have_text("Version v3")
+    expect(b.page.locator("#node-details")).to_contain_text(f"id {v3}")
+    assert b.page.evaluate("() => location.hash") == "#v3"
     # A version that is not this key's says so, and the window stays.
     b.page.fill("#jump-to", "v999")
     b.page.press("#jump-to", "Enter")
     expect(b.page.locator("#graph-jump-status")).to_contain_text("not a version of")
-    # A #v<id> link opens the page with that version selected, outside the first window.
+    # A #v10 link opens the page with the key's 10th version selected, outside the first window.
     v10 = _ordinal_id(long_key, 10)
-    b.goto(f"/ns/{demo_ns.name}/cells/{LONG_KEY}/#v{v10}")
+    b.goto(f"/ns/{demo_ns.name}/cells/{LONG_KEY}/#v10")
     b.page.wait_for_function("(id) => document.getElementById('graph').dataset.selected === id",
                              arg=f"v{v10}")
     assert f"v{v10}" in _graph(b)["ids"]
     # (the one console error: the 400 that named "jump" for v999)
-    assert [e for e in b.errors if "status of 400" not in e] == []
+    b.expect_console_error("status of 400")
 
 
 def test_history_pages_by_cursor_and_searches_by_value(
@@ -169,7 +177,7 @@ def test_a_history_row_expands_from_the_keyboard_to_why_the_version_exists(
     _open(b, demo_ns, "mug_1_location")
     revoked = Version.objects.get(cell__namespace=demo_ns, cell__key="mug_1_location",
                                   status="revoked")
-    button = b.page.locator(f"#v{revoked.pk} button.expand")
+    button = b.page.locator(f"#v{revoked.ordinal} button.expand")
     button.focus()
     b.page.keyboard.press("Enter")
     expect(button).to_have_attribute("aria-expanded", "true")
@@ -184,14 +192,17 @@ def test_a_history_row_expands_from_the_keyboard_to_why_the_version_exists(
     button.focus()
     b.page.keyboard.press("Space")
     expect(button).to_have_attribute("aria-expanded", "false")
-    b.page.locator(f"#v{revoked.pk} td.value").click()
+    b.page.locator(f"#v{revoked.ordinal} td.value").click()
     expect(button).to_have_attribute("aria-expanded", "true")
     # The version's link selects its graph node and puts it in the URL.
-    b.page.locator(f"#v{revoked.pk} a.vlink").click()
+    b.page.locator(f"#v{revoked.ordinal} a.vlink").click()
     b.page.wait_for_function("(id) => document.getElementById('graph').dataset.selected === id",
                              arg=f"v{revoked.pk}")
-    assert b.page.evaluate("() => location.hash") == f"#v{revoked.pk}"
-    expect(b.page.locator(f"tr#v{revoked.pk}")).to_have_class("st-revoked selected")
+    assert b.page.evaluate("() => location.hash") == f"#v{revoked.ordinal}"
+    expect(b.page.locator(f"tr#v{revoked.ordinal}")).to_have_class("st-revoked selected")
+    # ... and its details show beside the graph, in view.
+    expect(b.page.locator("#node-details h2")).to_have_text(f"Version v{revoked.ordinal}")
+    expect(b.page.locator("#node-details")).to_be_in_viewport()
     b.shot("scale-row-expanded")
     assert b.errors == []
 
@@ -331,7 +342,7 @@ def test_long_keys_and_values_never_widen_the_page(browsing: Browsing, demo_ns: 
         b.page.set_viewport_size({"width": width, "height": 800})
         _open(b, demo_ns, key)
         cell = Cell.objects.get(namespace=demo_ns, key=key)
-        b.page.locator(f"#v{cell.head_id} button.expand").click()
+        b.page.locator(f"tr[data-version='{cell.head_id}'] button.expand").click()
         expect(b.page.get_by_test_id(f"provenance-{cell.head_id}")).to_be_visible()
         wide = b.page.evaluate("""(w) => [...document.querySelectorAll('body *')]
             .filter((e) => e.getBoundingClientRect().right > w + 1)
@@ -351,7 +362,7 @@ def test_a_version_outside_the_first_window_is_retracted_from_its_row(
     b.page.get_by_test_id("history-older").click()
     expect(b.page.get_by_test_id("history-position")).to_have_text("Versions v30–v1 of 130")
     v5 = Version.objects.get(cell=long_key, ordinal=5)
-    b.page.locator(f"#v{v5.pk} button.expand").click()
+    b.page.locator("#v5 button.expand").click()
     b.page.get_by_test_id(f"provenance-{v5.pk}").locator("button[data-retract]").click()
     action = b.page.locator("details.action[data-op='revoke']")
     expect(action.locator(f"input[type=radio][value='{v5.pk}']")).to_be_checked()
@@ -360,4 +371,4 @@ def test_a_version_outside_the_first_window_is_retracted_from_its_row(
     expect(b.page.locator(".flash.ok")).to_be_visible()
     v5.refresh_from_db()
     assert v5.status == "revoked"
-    assert [e for e in b.errors] == []
+    assert b.errors == []

@@ -171,6 +171,7 @@ def test_a_refused_resolve_in_the_queue_keeps_the_reason(
     expect(refused).to_contain_text("api:crm")
     expect(b.page.get_by_test_id("queue-empty")).to_be_visible()
     _shot(b, "review-queue-refused")
+    b.expect_console_error("status of 409")  # the refused resolve's page answers 409
 
 
 @pytest.mark.parametrize("viewport", ["desktop", "phone"])

@@ -40,7 +40,8 @@ export function positions(state) {
   const width = (v) => COL_W + Math.max(0, opsOf.get(v.id).length - 1) * OP_SLOT;
   let anchorIdx = vs.findIndex((v) => v.id === state.anchor);
   if (anchorIdx < 0) {
-    anchorIdx = vs.length - 1;
+    // The newest version; none at all when the key did not exist yet (as of a past time).
+    anchorIdx = Math.max(0, vs.length - 1);
     state.anchor = vs.length ? vs[anchorIdx].id : null;
   }
   const x = new Map();
@@ -102,7 +103,7 @@ export function elements(state) {
   const pos = positions(state);
   const nodes = [...state.nodes.values()].map((n) => ({
     group: "nodes",
-    data: { id: n.id, kind: n.kind, status: n.status || "", label: label(n) },
+    data: { id: n.id, kind: n.kind, status: n.status || "", label: label(n), ordinal: n.ordinal ?? null },
     position: pos[n.id],
     classes: n.kind + (n.status ? " " + n.status : ""),
   }));

@@ -11,6 +11,7 @@ export function graphStyle() {
       "text-valign": "center", "text-halign": "center", color: "#1d2330",
       "font-family": "system-ui, sans-serif", width: 112, height: 40,
       "border-width": 1, "border-color": "#58606b",
+      "min-zoomed-font-size": 11, // a label smaller than 11 px on screen is not drawn (Fit)
     } },
     { selector: "node.version", style: { shape: "round-rectangle", width: 124, height: 46 } },
     { selector: "node.evidence", style: { shape: "ellipse", "background-color": "#dbe9fb",
