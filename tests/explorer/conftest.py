@@ -100,6 +100,10 @@ class Browsing:
         self.context.add_init_script(CSP_REPORTER)
         self.page = self.context.new_page()
         self.page.set_default_timeout(15_000)
+        # expect()'s own wait (5 s by default) as long as the page's: a loaded machine
+        # answers an htmx action in more than 5 s now and then.
+        from playwright.sync_api import expect
+        expect.set_options(timeout=15_000)
         self.errors: list[str] = []
         self.csp_violations: list[str] = []
         self.expected: list[str] = []

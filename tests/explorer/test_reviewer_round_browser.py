@@ -7,6 +7,7 @@ Every test fails on any console error, script error or CSP violation (the browsi
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -37,7 +38,13 @@ def _retract_head(b: Browsing, reason: str) -> None:
     action = b.page.locator("details.action[data-op='revoke']")
     action.locator("summary").click()
     action.locator("[name='reason']").fill(reason)
+    done = Operation.objects.filter(type="revoke", reason=reason).count() + 1
     action.locator("button[type=submit]").click()
+    # The flash of an earlier action may still show: wait for this one's operation first.
+    deadline = time.monotonic() + 30
+    while Operation.objects.filter(type="revoke", reason=reason).count() < done:
+        assert time.monotonic() < deadline, f"no revoke with reason {reason!r}"
+        b.page.wait_for_timeout(100)
     expect(b.page.locator(".flash.ok")).to_be_visible()
 
 
