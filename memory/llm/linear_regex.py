@@ -176,8 +176,10 @@ class _Writer:
             raise UnsupportedPattern(f"repeat counts over {_RE2_MAX_REPEAT}")
         if high is not sre.MAXREPEAT and high <= 1:
             pass  # at most one iteration: nothing to disagree about
-        elif _nullable(body) and _captures(body):
-            # Python records the groups of a last, empty iteration; RE2 never makes one.
+        elif _nullable(body):
+            # Python records the groups of a last, empty iteration, and ends the repeat there
+            # even where a later alternative could go on (``(?:a*|b)*`` on "ab" matches "a");
+            # RE2 never makes an empty iteration, so it takes the alternative.
             raise UnsupportedPattern("a repeated group that can match the empty string")
         if high is sre.MAXREPEAT:
             quant = {0: "*", 1: "+"}.get(low, f"{{{low},}}")
