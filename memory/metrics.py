@@ -38,6 +38,9 @@ OBSERVATIONS_FAILED = Counter(
 OBSERVATIONS_REQUEUED = Counter(
     "pmem_observations_requeued",
     "Unsettled observations the sweep queued again (no live task held them).")
+PLANS_REDONE = Counter(
+    "pmem_plans_redone",
+    "Plans made ahead of their turn that an earlier commit made stale: planned again.")
 COMMIT_SECONDS = Histogram(
     "pmem_commit_seconds",
     "Seconds one commit transaction took (one observation, or a group without a model).",

@@ -58,10 +58,9 @@ def _hard_limit() -> float | None:
 
 
 def _drain_chunk() -> int:
-    """Observations per ``namespace_drain`` call: between two calls the task checks its time
-    budget. Without a model a commit is a few milliseconds (several groups per call); with
-    one it is model calls, so the budget is checked after each observation."""
-    return max(1, 4 * int(settings.PMEM_COMMIT_GROUP)) if runs_locally() else 1
+    """Observations per ``namespace_drain`` call without a model: between two calls the task
+    checks its time budget (with a model the drain checks it after each commit itself)."""
+    return max(1, 4 * int(settings.PMEM_COMMIT_GROUP))
 
 
 class TimeLimitedTask(Task):
@@ -230,6 +229,12 @@ def _drain(namespace_id: int, started: float) -> str:
     deadline = None if soft is None else started + soft / 2
     chunk = _drain_chunk()
     try:
+        if not runs_locally():  # the drain keeps observations in preparation: one long call
+            namespace_drain(namespace_id=namespace_id, deadline=deadline)
+            if deadline is not None and time.monotonic() >= deadline:
+                _hand_on(namespace_id)
+                return "continued"
+            return "ok"
         while namespace_drain(namespace_id=namespace_id, limit=chunk) >= chunk:
             if deadline is not None and time.monotonic() >= deadline:
                 _hand_on(namespace_id)

@@ -217,7 +217,15 @@ PMEM_LLM_MODEL = env_str("PMEM_LLM_MODEL")
 PMEM_LLM_API_KEY = env_str("PMEM_LLM_API_KEY") or "EMPTY"
 PMEM_LLM_TIMEOUT = env_float("PMEM_LLM_TIMEOUT", 60.0)
 PMEM_LLM_MAX_RETRIES = env_int("PMEM_LLM_MAX_RETRIES", 3)
-PMEM_LLM_CONCURRENCY = env_int("PMEM_LLM_CONCURRENCY", 4)
+# Model calls one worker process keeps in flight while it drains a namespace: observations
+# ahead of the one being committed are extracted and planned on this many threads, whatever
+# PMEM_WORKERS is (memory/services/ahead.py). 1: one observation at a time.
+PMEM_MODEL_CONCURRENCY = max(1, env_int("PMEM_MODEL_CONCURRENCY", 8))
+# Requests to one endpoint at once from a process (every caller shares the cap).
+PMEM_LLM_CONCURRENCY = env_int("PMEM_LLM_CONCURRENCY", PMEM_MODEL_CONCURRENCY)
+# Heads shown to extraction: the current values of the keys an observation most likely
+# touches (found by their words), so the model answers each fact as a patch on its head.
+PMEM_EXTRACTION_HEADS = max(0, env_int("PMEM_EXTRACTION_HEADS", 8))
 # How a JSON schema is asked for: "auto" negotiates per endpoint (memory/llm/client.py); one of
 # json_schema, json_object, structured_outputs, guided_json, prompt pins that form.
 PMEM_LLM_STRUCTURED_OUTPUT = env_str("PMEM_LLM_STRUCTURED_OUTPUT", "auto")

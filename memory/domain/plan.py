@@ -56,3 +56,6 @@ class Plan:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     aliases: list[tuple[str, str]] = field(default_factory=list)  # (alias, canonical key)
+    #: What planning read (memory.services.basis.Basis): a plan made ahead of its turn is
+    #: checked against it at the commit, and made again when anything changed.
+    basis: Any = None

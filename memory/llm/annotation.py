@@ -107,11 +107,17 @@ def item_payload(item: AnnotationItem) -> dict[str, Any]:
     return payload
 
 
-def annotate(client: ModelClient, items: Sequence[AnnotationItem]) -> AnnotationResult:
+def annotate(client: ModelClient, items: Sequence[AnnotationItem],
+             proposed: Sequence[str | None] = ()) -> AnnotationResult:
     """Annotate every item of one observation: items on a key without a head by the
-    deterministic controller (:func:`create_op`), the others in ONE model call. Never raises
-    on model misbehaviour."""
+    deterministic controller (:func:`create_op`), items with an op the model ``proposed`` at
+    extraction against the same head by that op (validated as an answer is), the others in
+    ONE model call. Never raises on model misbehaviour."""
     decided = {i: op for i, item in enumerate(items) if (op := create_op(item)) is not None}
+    for i, (item, patch) in enumerate(zip(items, proposed, strict=False)):
+        if patch and i not in decided:
+            decided[i] = _hard_commit(item, replace(_validated(item, {"op": patch}),
+                                                    reason="model: proposed at extraction"))
     asked = [item for i, item in enumerate(items) if i not in decided]
     answered = _annotate_with_model(client, asked) if asked else AnnotationResult()
     by_model = iter(answered.ops)

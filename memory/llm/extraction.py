@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,7 +24,7 @@ from .client import ModelClient, note_failure
 from .configured import client_from_settings
 from .embedding import embeds_locally
 from .errors import ModelError, wrong_schema
-from .facts import Fact, coerce_assertion
+from .facts import OPS, Fact, coerce_assertion
 from .rules import RuleExtractor, patterns_from_settings
 
 log = logging.getLogger("pmem.llm")
@@ -48,15 +48,18 @@ class ExtractionResult:
         return None if self.failure is None else str(self.failure)
 
 
-def extract_facts(client: ModelClient, text: str) -> ExtractionResult:
-    """Extract ``{key, value, assertion}`` facts from ``text``. Never raises on model
-    misbehaviour: keys are normalised, an unknown assertion read as ``asserted``, and facts
-    that fail :func:`validate_model_facts` dropped (listed in ``dropped``, with the reason);
-    an answer without a list of facts is an error."""
+def extract_facts(client: ModelClient, text: str,
+                  memory: Sequence[dict[str, Any]] = ()) -> ExtractionResult:
+    """Extract ``{key, value, assertion}`` facts from ``text``, each with the operation the
+    model proposes against the heads ``memory`` shows it (``op``, ``old_value``). Never
+    raises on model misbehaviour: keys are normalised, an unknown assertion read as
+    ``asserted``, an unknown op as none proposed, and facts that fail
+    :func:`validate_model_facts` dropped (listed in ``dropped``, with the reason); an answer
+    without a list of facts is an error."""
     if not text.strip():
         return ExtractionResult()
     result = client.chat_json(
-        messages=prompts.extraction_messages(text),
+        messages=prompts.extraction_messages(text, memory),
         schema=prompts.EXTRACTION_SCHEMA,
         schema_name=prompts.EXTRACTION,
         kind="extract",
@@ -173,7 +176,11 @@ def validate_model_facts(items: Iterable[Any], *, observation: str,
                 dropped.append({"key": shown[:200], "value": raw_value[:200], "reason": reason})
             continue
         kept.add(pair)
-        facts.append(Fact(key=key, value=raw_value, assertion=assertion))
+        proposed = str(item.get("op") or "").strip().lower()
+        old = item.get("old_value")
+        facts.append(Fact(key=key, value=raw_value, assertion=assertion,
+                          proposed=proposed if proposed in OPS else None,
+                          old_value=_text(old) if old is not None else None))
     return facts, dropped
 
 
@@ -223,6 +230,7 @@ class TextExtraction:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     dropped: list[dict[str, str]] = field(default_factory=list)  # model facts refused
+    shown: list[dict[str, Any]] = field(default_factory=list)  # the heads the model saw
 
     @property
     def error(self) -> str | None:
@@ -233,8 +241,11 @@ def _fact_dict(fact: Fact, origin: str) -> dict[str, Any]:
     # A rule pattern's op is a hint for annotation, not an operation a client asked for.
     # ``origin`` (rule, model) says who read the fact, so planning knows which facts the
     # model annotates (SPEC §5.4: only what it extracted itself).
-    return {"key": fact.key, "value": fact.value, "op": None, "hint": fact.op, "version": None,
-            "hard_commit": False, "assertion": fact.assertion, "origin": origin}
+    out: dict[str, Any] = {"key": fact.key, "value": fact.value, "op": None, "hint": fact.op, "version": None,
+           "hard_commit": False, "assertion": fact.assertion, "origin": origin}
+    if fact.proposed:  # the model's patch: planning uses it while its head still stands
+        out["proposed"] = {"op": fact.proposed, "old_value": fact.old_value}
+    return out
 
 
 _rule_extractor: RuleExtractor | None = None
@@ -265,10 +276,16 @@ def runs_locally() -> bool:
     return client_from_settings() is None and embeds_locally()
 
 
-def extract_text(text: str) -> TextExtraction:
+#: What the model is shown of memory before it extracts: a callable, so that the heads are
+#: looked up only when the model is asked at all.
+Memory = Callable[[], list[dict[str, Any]]]
+
+
+def extract_text(text: str, memory: Memory | None = None) -> TextExtraction:
     """Facts from free text: the rule extractor when no model is configured or when it
     understands all of the text (templated lines: SPEC §5.4, never sent to the model), else
-    the model (one call)."""
+    the model (one call), shown the heads ``memory`` gives so that it answers each fact as
+    a patch (``proposed`` on the fact)."""
     client = client_from_settings()
     if client is None:
         return TextExtraction([_fact_dict(f, "rule") for f in rule_extractor().extract(text)],
@@ -276,10 +293,11 @@ def extract_text(text: str) -> TextExtraction:
     understood = rule_extractor().extract_whole(text)
     if understood is not None:
         return TextExtraction([_fact_dict(f, "rule") for f in understood], "rules")
-    result = extract_facts(client, text)
+    shown = memory() if memory is not None else []
+    result = extract_facts(client, text, shown)
     return TextExtraction(
         [_fact_dict(f, "model") for f in result.facts], "model", raw=result.raw,
         failure=result.failure,
         chat_calls=1, prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens, dropped=result.dropped,
+        completion_tokens=result.completion_tokens, dropped=result.dropped, shown=shown,
     )

@@ -18,12 +18,17 @@ class Fact:
     ``key`` is canonical (``memory.domain.normalize_key``), ``value`` verbatim. ``assertion`` is
     one of :data:`ASSERTIONS`; ``withdrawn`` means the value was reported in error. ``op`` is an
     optional hint from a rule pattern (``contest``, ``resolve``, ...); None lets annotation decide.
+    ``proposed``/``old_value``: the operation a model proposed for the fact as a patch on the
+    head it was shown (``old_value``: that head's value, None when it was shown none), used
+    only while that head is still the key's head (SPEC §5.4).
     """
 
     key: str
     value: str
     assertion: str = "asserted"
     op: str | None = None
+    proposed: str | None = None
+    old_value: str | None = None
 
 
 def coerce_assertion(value: object) -> str:

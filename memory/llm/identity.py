@@ -1,4 +1,5 @@
-"""Soft key identity: one one-word model call, shown ONLY the two key names (SPEC §5.3).
+"""Soft key identity: one model call per observation, shown ONLY key names (SPEC §5.3): one
+word for one pair, one word per pair for several.
 
 Values are never shown: equal values recur across distinct keys, and showing them collapses the
 merge decision (paper §3.3). Embedding the candidate key and gating on cosine is the caller's job.
@@ -7,11 +8,12 @@ merge decision (paper §3.3). Embedding the candidate key and gating on cosine i
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import prompts
 from .client import ModelClient, note_failure
-from .errors import ModelError, unparsable
+from .errors import ModelError, unparsable, wrong_schema
 
 _ANSWER = re.compile(r"^\W*(same|different)\W*$", re.IGNORECASE)
 
@@ -58,3 +60,28 @@ def confirm_same_key(client: ModelClient, candidate_key: str, existing_key: str)
         completion_tokens=result.completion_tokens,
         failure=failure,
     )
+
+
+def confirm_same_keys(client: ModelClient,
+                      pairs: Sequence[tuple[str, str]]) -> tuple[list[bool | None], IdentityResult]:
+    """Ask about every ``(candidate, existing)`` pair of one observation in ONE call (a
+    single pair: :func:`confirm_same_key`'s one-word form). Returns one verdict per pair —
+    None for a missing or unclear answer, read as different — and the call's raw answer,
+    tokens and failure. Never raises on model or network faults."""
+    if len(pairs) == 1:
+        one = confirm_same_key(client, *pairs[0])
+        return [one.same], one
+    result = client.chat_json(messages=prompts.identity_batch_messages(pairs),
+                              schema=prompts.IDENTITY_SCHEMA, schema_name=prompts.IDENTITY,
+                              kind="identity")
+    answers = result.data.get("answers") if isinstance(result.data, dict) else result.data
+    failure = result.failure
+    if failure is None and not isinstance(answers, list):
+        failure = wrong_schema("no list of answers")
+        note_failure("identity", failure)
+    words = answers if failure is None and isinstance(answers, list) else []
+    verdicts = [parse_same_different(str(words[i])) if i < len(words) else None
+                for i in range(len(pairs))]
+    return verdicts, IdentityResult(same=None, raw=result.raw,
+                                    prompt_tokens=result.prompt_tokens,
+                                    completion_tokens=result.completion_tokens, failure=failure)

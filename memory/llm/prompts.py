@@ -35,8 +35,10 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
                     "key": {"type": "string"},
                     "value": {"type": "string"},
                     "assertion": {"type": "string", "enum": list(ASSERTIONS)},
+                    "op": {"type": "string", "enum": list(OPS)},
+                    "old_value": _NULLABLE_STRING,
                 },
-                "required": ["key", "value", "assertion"],
+                "required": ["key", "value", "assertion", "op", "old_value"],
                 "additionalProperties": False,
             },
         }
@@ -87,6 +89,13 @@ Rules:
 - Keep the order of the observation. Do not deduplicate: if one attribute changes twice,
   emit both facts in order.
 - Emit only facts the observation states. No facts: {{"facts": []}}.
+- op and old_value: each fact is a change to the agent's memory. <memory> lists what it holds
+  now for keys this observation may touch (key, value, status). When a fact is about one of
+  those attributes, use that key, set old_value to its value, and op to: "noop" when the fact
+  repeats that value; "accept" for an ordinary update (the old value is outdated); "reject"
+  when the text says the old value was wrong; "contest" when the fact is hedged or conflicts
+  without settling it; "revoke" for a withdrawn value; "resolve" to settle a contested key on
+  one of its values. A fact about any other attribute: op "accept", old_value null.
 """
 
 ANNOTATION_SYSTEM = f"""# {ANNOTATION}
@@ -116,17 +125,32 @@ unless its value equals the head. "suggested_op", when present, is a rule's hint
 unless it is impossible in the key's state.
 """
 
+IDENTITY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "answers": {"type": "array",
+                    "items": {"type": "string", "enum": ["same", "different"]}},
+    },
+    "required": ["answers"],
+    "additionalProperties": False,
+}
+
 IDENTITY_SYSTEM = f"""# {IDENTITY}
 You decide whether two memory keys name the same attribute of the same subject.
-You see only the key names. Answer with exactly one word: same or different.
+You see only the key names. Answer with exactly one word: same or different (for several
+pairs, one such word per pair, as asked).
 """
 
 
 EXTRACTION_USER = "Extract the facts from this observation."
 
 
-def extraction_messages(text: str) -> list[dict[str, str]]:
-    user = f"{EXTRACTION_USER}\n<observation>\n{text}\n</observation>"
+def extraction_messages(text: str, memory: Sequence[dict[str, Any]] = ()) -> list[dict[str, str]]:
+    """``memory``: the heads shown (``key``, ``value``, ``status``, and ``alternatives`` of a
+    contested one), one JSON object per line between ``<memory>`` tags."""
+    shown = "\n".join(json.dumps(head, ensure_ascii=False) for head in memory)
+    user = (f"{EXTRACTION_USER}\n<memory>\n{shown}\n</memory>\n"
+            f"<observation>\n{text}\n</observation>")
     return [{"role": "system", "content": EXTRACTION_SYSTEM}, {"role": "user", "content": user}]
 
 
@@ -142,6 +166,14 @@ def identity_messages(candidate_key: str, existing_key: str) -> list[dict[str, s
         f"<key_a>{candidate_key}</key_a>\n<key_b>{existing_key}</key_b>\n"
         "Do these two keys name the same attribute? Answer same or different."
     )
+    return [{"role": "system", "content": IDENTITY_SYSTEM}, {"role": "user", "content": user}]
+
+
+def identity_batch_messages(pairs: Sequence[tuple[str, str]]) -> list[dict[str, str]]:
+    """Several pairs in one call, still shown only the key names: one answer per pair."""
+    payload = json.dumps([{"a": a, "b": b} for a, b in pairs], ensure_ascii=False)
+    user = (f"<pairs>\n{payload}\n</pairs>\nFor each pair in order: do keys a and b name the "
+            'same attribute? Answer with JSON {"answers": ["same" or "different", ...]}.')
     return [{"role": "system", "content": IDENTITY_SYSTEM}, {"role": "user", "content": user}]
 
 

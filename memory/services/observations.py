@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -46,6 +47,7 @@ from memory.llm.extraction import extract_text, runs_locally
 from memory.llm.vectors import Vectors, commit_vectors, observation_vectors
 from memory.models import Cell, Evidence, KeyAlias, Namespace
 
+from .basis import candidate_heads
 from .batch import Applied, Batch
 from .embeddings import refresh_after_commit
 from .frontier import frontier_flush_if_due
@@ -209,7 +211,9 @@ def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
     result: dict[str, Any] = {"facts": facts, "extractor": "client" if facts else None,
                               "chat_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
     if evidence.text.strip():
-        extracted = extract_text(evidence.text)
+        # The heads the model is shown are looked up only when it is asked at all.
+        extracted = extract_text(evidence.text,
+                                 memory=lambda: candidate_heads(evidence.namespace, evidence.text))
         result["facts"] = facts + extracted.facts
         result["extractor"] = extracted.extractor if not facts else f"client+{extracted.extractor}"
         result["raw"] = extracted.raw
@@ -221,6 +225,8 @@ def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
             result["extraction_error"] = str(failure)
         if extracted.dropped:  # the model's facts refused before anything was written
             result["dropped"] = extracted.dropped
+        if extracted.shown:  # what its proposed ops were made against
+            result["shown"] = extracted.shown
     return result, failure
 
 
@@ -346,46 +352,60 @@ def _ready(evidence: Evidence, local: bool) -> bool:
     return evidence.extracted is not None or local
 
 
-def namespace_drain(*, namespace_id: int, limit: int | None = None) -> int:
+def namespace_drain(*, namespace_id: int, limit: int | None = None,
+                    deadline: float | None = None) -> int:
     """Commit every observation of the namespace that is next in seq order.
 
     Only one drainer runs per namespace (``pg_try_advisory_lock``); a caller that does not
     get the lock returns at once, because the holder re-checks after releasing it (so an
-    observation extracted meanwhile is never stranded). Returns how many it committed.
+    observation extracted meanwhile is never stranded). Returns how many it committed. It
+    stops after ``limit`` commits, or once ``deadline`` (``time.monotonic()``) has passed.
 
-    With a model, a head of the line that is not extracted yet is extracted here when no live
-    task holds it — its lease ran out (memory.services.sweep) and nobody holds its extraction
-    claim; otherwise that task drains after it. The drain never waits on a message that may
-    have been lost. When the model cannot be reached (for the
-    head's extraction or its annotation) the drain stops and raises
-    :class:`ModelUnavailable` naming the head; nothing is failed here — the task retries.
+    With a model, the next ``PMEM_MODEL_CONCURRENCY`` observations are extracted and planned
+    ahead on threads while the head commits, each plan checked against what it read before
+    it is applied (memory.services.ahead). An observation a task is extracting is waited
+    for; one whose task is due back after a retry stops the drain (that task drains after
+    it). When the model cannot be reached for the head, the drain stops and raises
+    :class:`ModelUnavailable` naming it; nothing is failed here — the task retries.
 
     Without a model (rule extractor, structured facts, the built-in embedder) nothing has to
     leave the database between two observations, so the drain commits up to
     ``PMEM_COMMIT_GROUP`` consecutive observations in ONE transaction — group commit: one
     WAL flush and one transaction's bookkeeping for all of them, the same seq order, each
-    observation still planned against the state the previous one left (decision 14). With a
-    model, each observation is annotated outside a transaction and committed on its own."""
+    observation still planned against the state the previous one left (decision 14)."""
     assert not in_transaction(), "namespace_drain makes model calls: never inside a transaction"
     committed = 0
     while True:
         if not _try_lock(namespace_id):
             return committed
         try:
-            while limit is None or committed < limit:
-                local = runs_locally()
-                room = None if limit is None else limit - committed
-                group = _next_group(namespace_id, local, room)
-                if not group:
-                    break
-                committed += _commit_group(group, local)
-                frontier_flush_if_due(namespace_id=namespace_id)
-                if local and len(group) < _group_size(local, room):
-                    break  # the line was shorter than a group: whatever came since, below
+            room = None if limit is None else limit - committed
+            if runs_locally():
+                committed += _drain_locally(namespace_id, room)
+            else:
+                from .ahead import drain_ahead  # it builds on this module
+
+                committed += drain_ahead(namespace_id, room=room, deadline=deadline)
         finally:
             _unlock(namespace_id)
-        if (limit and committed >= limit) or not _more_to_do(namespace_id):
+        if (limit and committed >= limit) or (deadline is not None and time.monotonic()
+                                                >= deadline) or not _more_to_do(namespace_id):
             return committed
+
+
+def _drain_locally(namespace_id: int, room: int | None) -> int:
+    """The drain without a model: groups of consecutive observations, each in one commit."""
+    committed = 0
+    while room is None or committed < room:
+        left = None if room is None else room - committed
+        group = _next_group(namespace_id, True, left)
+        if not group:
+            break
+        committed += _commit_group(group, True)
+        frontier_flush_if_due(namespace_id=namespace_id)
+        if len(group) < _group_size(True, left):
+            break  # the line was shorter than a group: whatever came since, below
+    return committed
 
 
 def _more_to_do(namespace_id: int) -> bool:
@@ -412,47 +432,14 @@ def _unheld(evidence: Evidence) -> bool:
 
 
 def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Evidence]:
-    """The next observations in seq order that are ready: up to ``PMEM_COMMIT_GROUP`` of
-    them without a model, else one — the head, extracted here first when no live task holds
-    it (:func:`_extract_head`)."""
-    size = _group_size(local, room)
-    while True:
-        candidates = _next_unsettled(namespace_id, size)
-        if not candidates:
-            return []
-        if not _ready(candidates[0], local):
-            if not lease_expired(candidates[0]):
-                return []  # its task is queued, or waits to retry: it drains after
-            head = _extract_head(candidates[0])
-            if head is None:
-                return []
-            if head.state not in UNSETTLED:  # its answer was unusable: failed, the next one
-                continue
-            candidates[0] = head
-        group = []
-        for evidence in candidates:
-            if not _ready(evidence, local):
-                break
-            group.append(evidence)
-        return group
+    """The next observations in seq order, up to ``PMEM_COMMIT_GROUP`` (no model: each is
+    extracted inside the commit)."""
+    return _next_unsettled(namespace_id, _group_size(local, room))
 
 
 def _group_size(local: bool, room: int | None) -> int:
     size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
     return size if room is None else min(size, room)
-
-
-def _extract_head(evidence: Evidence) -> Evidence | None:
-    """Extract the head of the line here, under its extraction claim; None when a live task
-    holds the claim (it is extracting it, and drains after). Raises
-    :class:`ExtractionFailed` when the model cannot be reached."""
-    if not _try_claim_extraction(evidence.pk):
-        return None
-    try:
-        _extract_claimed(evidence.pk)
-    finally:
-        _release_extraction(evidence.pk)
-    return Evidence.objects.defer("embedding").get(pk=evidence.pk)
 
 
 def _extraction_claimed(evidence_id: int) -> bool:
@@ -527,7 +514,8 @@ def _prepare(evidence: Evidence, *, local: bool) -> _Prepared:
     slim = "vectors" in extracted  # the cached vectors serve this commit: keep the row small
     cached = extracted.pop("vectors", None) or {}
     plan = plan_with_model(namespace=evidence.namespace, facts=list(extracted.get("facts", [])),
-                           actor=evidence.actor, vectors=cached, evidence=evidence)
+                           actor=evidence.actor, vectors=cached, evidence=evidence,
+                           shown=extracted.get("shown") or ())
     return _Prepared(
         evidence, [], plan, commit_vectors(((i.key, i.value) for i, _ in plan.items), cached),
         Settled(evidence.pk, extracted if slim else None, chat_calls=plan.chat_calls,
@@ -732,9 +720,7 @@ def observations_ingest(*, namespace: Namespace, observations: list[dict[str, An
     Each item takes the keyword arguments of :func:`observation_record` (``text``,
     ``facts``, ``source``, ``observed_at``). Returns the evidence rows, as committed."""
     recorded = observations_record(namespace=namespace, observations=observations, actor=actor)
-    for evidence in recorded:
-        observation_extract(evidence_id=evidence.pk)
-    namespace_drain(namespace_id=namespace.pk)
+    namespace_drain(namespace_id=namespace.pk)  # with a model, it extracts them ahead itself
     by_id = Evidence.objects.defer("embedding").in_bulk([e.pk for e in recorded])
     return [by_id[e.pk] for e in recorded]
 

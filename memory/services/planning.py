@@ -12,11 +12,8 @@ the others are annotated — by the model in ONE batched call, else deterministi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
-
-from django.conf import settings
-from pgvector.django import CosineDistance
 
 from memory.domain import (
     SYSTEM_ACTOR,
@@ -33,10 +30,11 @@ from memory.llm.annotation import AnnotationItem, annotate, annotate_without_mod
 from memory.llm.client import ModelClient, client_from_settings
 from memory.llm.embedding import EmbeddingError, embed_batch
 from memory.llm.errors import is_transport
-from memory.llm.identity import confirm_same_key
+from memory.llm.identity import confirm_same_keys
 from memory.llm.vectors import unpack_vector
-from memory.models import Cell, Evidence, Namespace
+from memory.models import Evidence, Namespace
 
+from .basis import Basis, nearest_keys, proposal_stands, read_basis
 from .batch import Batch
 from .overlay import Overlay, snapshot_overlay
 
@@ -159,23 +157,54 @@ def _method(fact: dict[str, Any], *, by_model: bool) -> Method:
 
 
 def plan_with_model(*, namespace: Namespace, facts: list[dict[str, Any]], actor: str = "",
-                    vectors: dict[str, str] | None = None,
-                    evidence: Evidence | None = None) -> Plan:
+                    vectors: dict[str, str] | None = None, evidence: Evidence | None = None,
+                    shown: Sequence[dict[str, Any]] = ()) -> Plan:
     """:func:`plan_facts` outside any transaction, on a snapshot of the heads, with soft key
     identity first for the facts the model reads. ``vectors`` are the observation's cached
     embeddings (:func:`memory.llm.vectors.observation_vectors`); ``evidence``, the
-    observation (its source and valid time place a dry run's facts as the commit will)."""
+    observation (its source and valid time place a dry run's facts as the commit will);
+    ``shown``, the heads extraction saw: a fact's proposed op stands while its head does.
+
+    The plan carries its :class:`~memory.services.basis.Basis`, so that it may be made ahead
+    of its turn and checked at the commit (SPEC §5.5)."""
     plan = Plan()
+    basis = Basis()
     client = client_from_settings()
     facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
-    keys = sorted({normalize_key(f["key"]) for f in facts})
-    overlay = snapshot_overlay(namespace, keys)
+    written = sorted({normalize_key(f["key"]) for f in facts})
+    overlay = snapshot_overlay(namespace, written)
     read = [f for f in facts if model_reads(f)]
-    if client is not None and read and _resolve_identities(
-            namespace, read, client, plan, vectors or {}, known=set(overlay.cells)):
-        overlay = snapshot_overlay(namespace, sorted({normalize_key(f["key"]) for f in facts}))
-    return plan_facts(facts=facts, actor=actor, overlay=overlay, client=client, plan=plan,
+    if client is not None and read:
+        _resolve_identities(namespace, read, client, plan, vectors or {},
+                            known=set(overlay.cells), basis=basis)
+    names = sorted(set(written) | {normalize_key(f["key"]) for f in facts})
+    if names != written:
+        overlay = snapshot_overlay(namespace, names)
+    read_basis(overlay, names, [(normalize_key(f["key"]), str(f["value"])) for f in facts
+                                if f.get("assertion") == "withdrawn" and f.get("value")], basis)
+    if client is not None:
+        _take_proposals(facts, overlay, shown)
+    plan = plan_facts(facts=facts, actor=actor, overlay=overlay, client=client, plan=plan,
                       apply=_dry_run(namespace, overlay, evidence), apply_last=False)
+    plan.basis = basis
+    return plan
+
+
+def _take_proposals(facts: list[dict[str, Any]], overlay: Overlay,
+                    shown: Sequence[dict[str, Any]]) -> None:
+    """Mark the facts whose proposed op stands (``patch``): the first fact of each key the
+    model extracted, when the head it was shown is still the head. A later fact of the same
+    key is planned on what the earlier one leaves, which the model was not shown."""
+    first: set[str] = set()
+    for fact in facts:
+        key = normalize_key(fact["key"])
+        if key in first:
+            continue
+        first.add(key)
+        if fact.get("origin") == "model":
+            op = proposal_stands(fact, shown, overlay.head_views([key]).get(key))
+            if op is not None:
+                fact["patch"] = op
 
 
 def _dry_run(namespace: Namespace, overlay: Overlay, evidence: Evidence | None) -> Apply:
@@ -204,6 +233,8 @@ def _payload(fact: dict[str, Any]) -> dict[str, Any]:
 
 def _annotate(facts: list[dict[str, Any]], heads: dict[str, HeadView],
               client: ModelClient | None, plan: Plan) -> list[dict[str, Any]]:
+    """One decision per fact: by the rules (no client), else by the proposal extraction
+    made while it stands, and by the model in ONE call for the rest."""
     if not facts:
         return []
     items = []
@@ -220,7 +251,7 @@ def _annotate(facts: list[dict[str, Any]], heads: dict[str, HeadView],
     if client is None:
         result = annotate_without_model(items)
     else:
-        result = annotate(client, items)
+        result = annotate(client, items, proposed=[f.get("patch") for f in facts])
         plan.chat_calls += result.calls  # 0 when every fact was a create (SPEC §5.4)
         plan.prompt_tokens += result.prompt_tokens
         plan.completion_tokens += result.completion_tokens
@@ -233,10 +264,12 @@ def _annotate(facts: list[dict[str, Any]], heads: dict[str, HeadView],
 
 def _resolve_identities(namespace: Namespace, facts: list[dict[str, Any]],
                         client: ModelClient, plan: Plan, cached: dict[str, str], *,
-                        known: set[str]) -> bool:
-    """Soft key identity (SPEC §5.3): a new key whose nearest registered key has cosine ≥ the
-    threshold is shown, by name only, to the model; on 'same' the fact moves to that key and
-    the new name becomes an alias (registered at commit). True when a fact moved."""
+                        known: set[str], basis: Basis) -> bool:
+    """Soft key identity (SPEC §5.3): each new key whose nearest registered key has cosine ≥
+    the threshold is shown, by name only, to the model — every such pair of the observation
+    in ONE call; on 'same' the fact moves to that key and the new name becomes an alias
+    (registered at commit). What it compared with goes into ``basis``. True when a fact
+    moved."""
     unknown = list(dict.fromkeys(k for k in (normalize_key(f["key"]) for f in facts)
                                  if k not in known))
     if not unknown:
@@ -244,20 +277,18 @@ def _resolve_identities(namespace: Namespace, facts: list[dict[str, Any]],
     vectors = _key_vectors(unknown, cached, plan)
     if vectors is None:
         return False  # no embedder: exact match only (a fork is recoverable, a wrong merge not)
-    merged: dict[str, str] = {}
-    for key, vec in zip(unknown, vectors, strict=True):
-        nearest = (Cell.objects.filter(namespace=namespace, key_embedding__isnull=False)
-                   .annotate(d=CosineDistance("key_embedding", vec)).order_by("d")
-                   .values_list("key", "d").first())
-        if nearest is None or 1 - nearest[1] < settings.PMEM_IDENTITY_THRESHOLD:
-            continue
-        verdict = confirm_same_key(client, key, nearest[0])
-        plan.chat_calls += 1
-        plan.prompt_tokens += verdict.prompt_tokens
-        plan.completion_tokens += verdict.completion_tokens
-        if verdict.same:
-            merged[key] = nearest[0]
-            plan.aliases.append((key, nearest[0]))
+    nearest = nearest_keys(namespace.pk, vectors)
+    for key, near, vec in zip(unknown, nearest, vectors, strict=True):
+        basis.nearest[key] = (near, list(vec))
+    pairs = [(key, near) for key, near in zip(unknown, nearest, strict=True) if near is not None]
+    if not pairs:
+        return False
+    verdicts, call = confirm_same_keys(client, pairs)
+    plan.chat_calls += 1
+    plan.prompt_tokens += call.prompt_tokens
+    plan.completion_tokens += call.completion_tokens
+    merged = {key: near for (key, near), same in zip(pairs, verdicts, strict=True) if same}
+    plan.aliases += list(merged.items())
     for fact in facts:
         key = normalize_key(fact["key"])
         if key in merged:

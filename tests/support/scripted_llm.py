@@ -8,11 +8,13 @@ system prompt (``# pmem_extraction`` / ``# pmem_annotation`` / ``# pmem_identity
 ``memory.llm.prompts``), and answers deterministically:
 
 - extraction: the rule extractor run on the ``<observation>`` text (``key = value`` lines and the
-  ALFWorld templates), as ``{"facts": [...]}``;
+  ALFWorld templates), as ``{"facts": [...]}``; with ``srv.patches = True`` each fact also
+  carries ``op`` and ``old_value``, a patch on the head ``<memory>`` shows for its key, chosen
+  as annotation would choose it (``accept`` with ``old_value`` null for a key not shown);
 - annotation: per item of the ``<facts>`` JSON, its ``suggested_op`` when present, else revoke
   for ``withdrawn``, contest for ``hedged``, accept otherwise;
 - identity: ``same`` when the two keys have the same set of words (split on ``_``), else
-  ``different``;
+  ``different``; for a ``<pairs>`` list, ``{"answers": [...]}`` by the same rule;
 - embeddings: ``HashingEmbedder`` vectors (``dimensions`` honoured, float or base64).
 
 Structured output: ``ScriptedLLM(formats=...)`` names the request forms it takes
@@ -51,7 +53,8 @@ from memory.llm.rules import RuleExtractor
 
 ALL_FORMS = ("json_schema", "json_object", "structured_outputs", "guided_json", "prompt")
 JOBS = ("extraction", "annotation", "identity", "embeddings", "answer", "readout", "prune")
-_SCHEMA_JOBS = {prompts.EXTRACTION: "extraction", prompts.ANNOTATION: "annotation"}
+_SCHEMA_JOBS = {prompts.EXTRACTION: "extraction", prompts.ANNOTATION: "annotation",
+                prompts.IDENTITY: "identity"}
 _HEADER_JOBS = {
     f"# {prompts.EXTRACTION}": "extraction",
     f"# {prompts.ANNOTATION}": "annotation",
@@ -131,6 +134,7 @@ class ScriptedLLM:
         self.forms: list[str] = []
         self.requests: list[LoggedRequest] = []
         self.max_in_flight = 0
+        self.patches = False  # extraction answers with op/old_value against <memory>
         self._in_flight = 0
         self._faults: list[tuple[str | None, Fault]] = []
         self._delays: dict[str, float] = {}
@@ -260,11 +264,30 @@ class ScriptedLLM:
         if seconds > 0:
             self._stop.wait(seconds)
 
-    def _extract(self, text: str) -> dict[str, Any]:
-        facts = self._extractor.extract(text)
-        return {
-            "facts": [{"key": f.key, "value": f.value, "assertion": f.assertion} for f in facts]
-        }
+    def _extract(self, text: str, memory: str = "") -> dict[str, Any]:
+        facts = []
+        for line in text.splitlines():
+            # "Maybe: k = v" is hedged, "Withdrawn: k = v" a retraction of that value.
+            marker, _, rest = line.partition(": ")
+            assertion = {"Maybe": "hedged", "Withdrawn": "withdrawn"}.get(marker)
+            facts += [{"key": f.key, "value": f.value, "assertion": assertion or f.assertion}
+                      for f in self._extractor.extract(rest if assertion else line)]
+        if self.patches:
+            heads = {}
+            for line in memory.splitlines():
+                try:
+                    head = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                heads[normalize_key(str(head.get("key", "")))] = head
+            for fact in facts:
+                head = heads.get(normalize_key(fact["key"]))
+                if head is None:
+                    fact.update(op="accept", old_value=None)
+                else:
+                    chosen = _annotate_one({**fact, "head_value": head.get("value")})
+                    fact.update(op=chosen["op"], old_value=head.get("value"))
+        return {"facts": facts}
 
 
 # --- deterministic answers -----------------------------------------------------------------
@@ -305,8 +328,18 @@ def _annotate_one(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _identity_answer(user: str) -> str:
-    words = [frozenset(normalize_key(_tagged(user, tag)).split("_")) for tag in ("key_a", "key_b")]
+def _identity_answer(user: str) -> Any:
+    if "<pairs>" in user:
+        try:
+            pairs = json.loads(_tagged(user, "pairs"))
+        except json.JSONDecodeError:
+            pairs = []
+        return {"answers": [_same(str(p.get("a", "")), str(p.get("b", ""))) for p in pairs]}
+    return _same(_tagged(user, "key_a"), _tagged(user, "key_b"))
+
+
+def _same(a: str, b: str) -> str:
+    words = [frozenset(normalize_key(key).split("_")) for key in (a, b)]
     return "same" if words[0] == words[1] and words[0] != frozenset({""}) else "different"
 
 
@@ -428,7 +461,7 @@ class _Handler(BaseHTTPRequestHandler):
         user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
         normal: Any
         if job == "extraction":
-            normal = self.scripted._extract(_tagged(user, "observation"))
+            normal = self.scripted._extract(_tagged(user, "observation"), _tagged(user, "memory"))
         elif job == "annotation":
             normal = _annotation_answer(user)
         elif job == "identity":

@@ -1,0 +1,157 @@
+"""What a plan made ahead of its turn read, and whether it still holds (SPEC §5.5).
+
+Planning may run ahead of the commit, in parallel, against the state it saw. A plan records
+its :class:`Basis` — every cell it read (its head, the head's status and alternatives), every
+version a withdrawal named, and for each new key soft identity looked at, the registered key
+it was compared with — and the commit checks it under the namespace's drain lock: when
+anything differs, the observation is planned again, so the result is the one planning it in
+``seq`` order would give. The heads extraction is shown (:func:`candidate_heads`) live here
+too: what the model proposes is a patch on them, valid while they stand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+
+from memory.domain import HeadView, Status, normalize_key, same_value
+from memory.domain.ranking import query_terms
+from memory.models import Namespace
+
+from .overlay import Overlay, snapshot_overlay
+
+#: What a plan saw of one name: (cell id, head id, HeadView) or None when no cell bore it.
+Seen = tuple[int, int | None, HeadView] | None
+
+#: Words of an observation looked up for the heads shown to extraction (the rarest matter
+#: most, but a handful of words already finds the keys a short observation names).
+_MAX_WORDS = 32
+
+
+@dataclass
+class Basis:
+    """What one plan read. ``heads``: by every name it looked up (a fact's key as written,
+    and the key identity moved it to). ``withdrawn``: the version each withdrawn value
+    named, by (key, value). ``nearest``: for each new key soft identity looked at, the
+    registered key close enough to ask about (None: none was), and the key's vector."""
+
+    heads: dict[str, Seen] = field(default_factory=dict)
+    withdrawn: dict[tuple[str, str], int | None] = field(default_factory=dict)
+    nearest: dict[str, tuple[str | None, list[float]]] = field(default_factory=dict)
+
+
+def seen(overlay: Overlay, name: str) -> Seen:
+    cell = overlay.cells.get(name)
+    if cell is None:
+        return None
+    view = overlay.head_views([name]).get(name) or HeadView(cell.key, None, None, ())
+    return cell.pk, overlay.heads.get(cell.pk), view
+
+
+def read_basis(overlay: Overlay, names: Sequence[str],
+               withdrawn: Sequence[tuple[str, str]], basis: Basis) -> None:
+    """Record what planning is about to read on ``overlay`` (before any dry run moves it)."""
+    for name in names:
+        basis.heads[name] = seen(overlay, name)
+    for key, value in withdrawn:
+        basis.withdrawn[(key, value)] = overlay.withdrawn_target(key, value)
+
+
+def basis_holds(namespace: Namespace, basis: Basis) -> bool:
+    """Does the graph still show what the plan read? Read without a lock: the caller holds
+    the namespace's drain lock, which keeps every other commit out."""
+    names = sorted(basis.heads)
+    overlay = snapshot_overlay(namespace, names)
+    if any(seen(overlay, name) != basis.heads[name] for name in names):
+        return False
+    if any(overlay.withdrawn_target(key, value) != target
+           for (key, value), target in basis.withdrawn.items()):
+        return False
+    if basis.nearest:
+        keys = list(basis.nearest)
+        now = nearest_keys(namespace.pk, [basis.nearest[k][1] for k in keys])
+        if any(now[i] != basis.nearest[k][0] for i, k in enumerate(keys)):
+            return False
+    return True
+
+
+_NEAREST_SQL = """
+SELECT u.i, c.key, c.key_embedding <=> u.v
+  FROM unnest(%(vectors)s::vector[]) WITH ORDINALITY AS u(v, i)
+  CROSS JOIN LATERAL (SELECT key, key_embedding FROM memory_cell
+                       WHERE namespace_id = %(ns)s AND key_embedding IS NOT NULL
+                       ORDER BY key_embedding <=> u.v, id LIMIT 1) AS c
+"""
+
+
+def nearest_keys(namespace_id: int, vectors: Sequence[Sequence[float]]) -> list[str | None]:
+    """For each vector, in ONE query, the registered key nearest to it when its cosine
+    similarity reaches ``PMEM_IDENTITY_THRESHOLD`` (soft identity asks about that pair),
+    else None."""
+    if not vectors:
+        return []
+    literals = ["[" + ",".join(f"{float(x):.7g}" for x in v) + "]" for v in vectors]
+    found: list[str | None] = [None] * len(vectors)
+    threshold = float(settings.PMEM_IDENTITY_THRESHOLD)
+    with connection.cursor() as cur:
+        cur.execute(_NEAREST_SQL, {"vectors": literals, "ns": namespace_id})
+        for i, key, distance in cur.fetchall():
+            if 1 - float(distance) >= threshold:
+                found[int(i) - 1] = key
+    return found
+
+
+_CANDIDATES_SQL = """
+SELECT c.key FROM memory_cell c
+ WHERE c.namespace_id = %(ns)s AND c.head_id IS NOT NULL AND c.terms && %(terms)s::text[]
+ ORDER BY cardinality(ARRAY(SELECT unnest(c.terms) INTERSECT SELECT unnest(%(terms)s::text[])))
+          DESC, c.id DESC
+ LIMIT %(limit)s
+"""
+
+
+def candidate_heads(namespace: Namespace, text: str) -> list[dict[str, Any]]:
+    """The heads of the keys ``text`` most likely touches — the cells sharing the most of
+    its words (``PMEM_EXTRACTION_HEADS`` at most) — as extraction shows them: ``key``,
+    ``value``, ``status`` and, for a contested head, ``alternatives``."""
+    limit = int(settings.PMEM_EXTRACTION_HEADS)
+    words = query_terms(text)[:_MAX_WORDS]
+    if limit <= 0 or not words:
+        return []
+    with connection.cursor() as cur:
+        cur.execute(_CANDIDATES_SQL, {"ns": namespace.pk, "limit": limit,
+                                      "terms": [f"{namespace.pk}:{w}" for w in words]})
+        keys = [row[0] for row in cur.fetchall()]
+    views = snapshot_overlay(namespace, keys).head_views(keys)
+    shown = []
+    for key in keys:
+        view = views.get(key)
+        if view is None or view.value is None:
+            continue
+        head: dict[str, Any] = {"key": view.key, "value": view.value, "status": view.status}
+        if view.status == Status.CONTESTED:
+            head["alternatives"] = list(view.alternatives)
+        shown.append(head)
+    return shown
+
+
+def proposal_stands(fact: dict[str, Any], shown: Sequence[dict[str, Any]],
+                    head: HeadView | None) -> str | None:
+    """The op the model proposed for ``fact`` at extraction, when the head it was shown for
+    the fact's key is the key's head now (value, status, alternatives) and the proposal
+    names it as the old value; else None (the fact is annotated)."""
+    proposal = fact.get("proposed") or {}
+    op, old = proposal.get("op"), proposal.get("old_value")
+    if not op or old is None or head is None or head.value is None or fact.get("alias_of"):
+        return None
+    by_key = {normalize_key(str(h.get("key") or "")): h for h in shown}
+    was = by_key.get(head.key)
+    if was is None or (was.get("value"), was.get("status")) != (head.value, head.status):
+        return None
+    if tuple(was.get("alternatives") or ()) != head.alternatives:
+        return None
+    return str(op) if same_value(str(old), head.value) else None

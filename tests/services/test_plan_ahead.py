@@ -1,0 +1,129 @@
+"""Planning ahead, in parallel, gives what planning in seq order gives (SPEC §5.5).
+
+Random streams — updates, repeats, hedged reports (contests), retractions, a client's
+structured facts and explicit operations, keys the model names differently (soft identity),
+several observations on one key back to back, one key twice in one observation — go through
+a deterministic scripted model twice: one observation at a time, each extracted and planned
+after the previous one committed (``PMEM_MODEL_CONCURRENCY=1``), and all recorded first, then
+drained with eight extracted and planned ahead on threads. The graphs must match operation
+for operation. ``PMEM_DIFF_STREAMS`` sets how many streams (the issue's figure: 500).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memory.llm.client import endpoint_forms
+from memory.models import Evidence, KeyAlias, Namespace, Operation, Version
+from memory.services import observation_ingest, observations_ingest
+from tests.support.scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STREAMS = int(os.environ.get("PMEM_DIFF_STREAMS", "40"))
+KEYS = ("alice_city", "alice_job", "bob_city", "mug_1_location", "alice_home_city")
+#: Names the model may use for an existing key: the same words in another order.
+ALIASES = {"alice_city": "city_alice", "bob_city": "city_bob", "alice_job": "job_alice"}
+VALUES = ("Lisbon", "Porto", "Paris", "Oslo", "Rome")
+PREAMBLE = "They told me this."  # no rule reads it: the text goes to the model
+
+
+@pytest.fixture
+def model(settings: Any, scripted_llm: ScriptedLLM) -> Iterator[ScriptedLLM]:  # noqa: F811
+    settings.PMEM_LLM_BASE_URL, settings.PMEM_LLM_MODEL = scripted_llm.base_url, "scripted"
+    settings.PMEM_LLM_MAX_RETRIES, settings.PMEM_LLM_TIMEOUT = 0, 10.0
+    settings.PMEM_IDENTITY_THRESHOLD = 0.72
+    scripted_llm.patches = True
+    endpoint_forms.clear()
+    yield scripted_llm
+    endpoint_forms.clear()
+
+
+def _line(rng: random.Random, said: dict[str, list[str]]) -> str:
+    key = rng.choice(KEYS)
+    roll = rng.random()
+    if roll < 0.15 and said.get(key):
+        return f"Withdrawn: {key} = {rng.choice(said[key])}"
+    value = rng.choice(VALUES)
+    said.setdefault(key, []).append(value)
+    name = ALIASES.get(key, key) if rng.random() < 0.15 else key
+    return f"Maybe: {name} = {value}" if roll > 0.8 else f"{name} = {value}"
+
+
+def _observation(rng: random.Random, said: dict[str, list[str]]) -> dict[str, Any]:
+    roll = rng.random()
+    if roll < 0.15:  # a client's structured facts, decided without the model
+        key, value = rng.choice(KEYS), rng.choice(VALUES)
+        fact: dict[str, Any] = {"key": key, "value": value}
+        if rng.random() < 0.4:
+            fact["op"] = rng.choice(("contest", "resolve", "reject"))
+        said.setdefault(key, []).append(value)
+        return {"facts": [fact]}
+    lines = [_line(rng, said) for _ in range(rng.choice((1, 1, 2, 3)))]
+    return {"text": "\n".join([PREAMBLE, *lines])}
+
+
+def stream(seed: int) -> list[dict[str, Any]]:
+    rng = random.Random(seed)
+    said: dict[str, list[str]] = {}
+    return [_observation(rng, said) for _ in range(rng.randint(4, 12))]
+
+
+def graph(ns: Namespace) -> dict[str, Any]:
+    """Everything the two runs must agree on: each operation in order, each version, each
+    alias, each observation's end state."""
+    ops = [(o.seq, o.key, o.type, o.value, o.method, o.version.status if o.version else None)
+           for o in Operation.objects.filter(namespace=ns).select_related("version")
+           .order_by("seq", "id")]
+    versions = sorted((v.cell.key, v.value, v.status, v.supersedes.value if v.supersedes else None)
+                      for v in Version.objects.filter(cell__namespace=ns)
+                      .select_related("cell", "supersedes"))
+    aliases = sorted(KeyAlias.objects.filter(namespace=ns).values_list("alias", "cell__key"))
+    states = list(Evidence.objects.filter(namespace=ns).order_by("seq")
+                  .values_list("seq", "state"))
+    return {"ops": ops, "versions": versions, "aliases": aliases, "states": states}
+
+
+def test_planning_ahead_on_threads_gives_the_graph_serial_planning_gives(model, settings):
+    differ = []
+    planned_ahead = 0
+    for seed in range(STREAMS):
+        observations = stream(seed)
+        settings.PMEM_MODEL_CONCURRENCY = 1
+        serial = Namespace.objects.create(name=f"serial-{seed}")
+        for item in observations:
+            observation_ingest(namespace=serial, **item)
+        settings.PMEM_MODEL_CONCURRENCY = 8
+        ahead = Namespace.objects.create(name=f"ahead-{seed}")
+        observations_ingest(namespace=ahead, observations=observations)
+        planned_ahead += len(observations)
+        if graph(serial) != graph(ahead):
+            differ.append(seed)
+    assert not differ, f"streams whose graphs differ (seeds): {differ[:10]}"
+    assert model.max_in_flight > 1, "nothing was planned ahead: no two calls were ever in flight"
+    assert planned_ahead >= STREAMS * 4
+
+
+def test_a_plan_made_stale_by_an_earlier_commit_is_made_again(model, settings):
+    """Values retracted right after they arrive, all extracted at once: when its plan was
+    made, each retraction named a value memory did not hold yet (a noop); at its turn it is
+    planned again and revokes it, as planning in seq order would."""
+    settings.PMEM_MODEL_CONCURRENCY = 8
+    ns = Namespace.objects.create(name="one-key")
+    observation_ingest(namespace=ns, text=f"{PREAMBLE}\nalice_city = Lisbon")
+    observations_ingest(namespace=ns, observations=[
+        {"text": f"{PREAMBLE}\n{line}"} for line in (
+            "alice_city = Porto", "Withdrawn: alice_city = Porto",
+            "alice_city = Paris", "Withdrawn: alice_city = Paris")])
+    ops = list(Operation.objects.filter(namespace=ns).exclude(type="reinstate")
+               .order_by("seq", "id").values_list("type", "value"))
+    assert ops == [("accept", "Lisbon"), ("accept", "Porto"), ("revoke", "Porto"),
+                   ("accept", "Paris"), ("revoke", "Paris")]
+    head = Version.objects.get(cell__namespace=ns, status="active")
+    assert head.value == "Lisbon"
+    assert model.max_in_flight > 1
