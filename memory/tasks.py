@@ -28,6 +28,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from kombu.exceptions import OperationalError as BrokerError
 
 from memory import metrics
+from memory.domain import UNSETTLED_STATES
 from memory.llm.extraction import runs_locally
 from memory.models import Evidence
 from memory.services import (
@@ -119,6 +120,12 @@ def process_observation(self: Task, evidence_id: int) -> str:
     started = time.monotonic()
     try:
         namespace_id = Evidence.objects.values_list("namespace_id", flat=True).get(pk=evidence_id)
+        if not runs_locally():
+            # A task that gets the drain prepares its observation there, with those behind
+            # it, in parallel; one that does not extracts its own meanwhile, then drains.
+            drained = _drain(namespace_id, started)
+            if not _unsettled(evidence_id):
+                return drained
         try:
             observation_extract(evidence_id=evidence_id)
         except Exception as exc:
@@ -153,6 +160,10 @@ def drain_namespace(self: Task, namespace_id: int) -> str:
         if done is None:
             raise
         return done
+
+
+def _unsettled(evidence_id: int) -> bool:
+    return Evidence.objects.filter(pk=evidence_id, state__in=UNSETTLED_STATES).exists()
 
 
 def _outage(exc: BaseException) -> str | None:

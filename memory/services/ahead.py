@@ -24,16 +24,17 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
 
 from memory import metrics
-from memory.domain import UNSETTLED_STATES
+from memory.domain import UNSETTLED_STATES, normalize_key
 from memory.models import Evidence
 
 from .basis import basis_holds
@@ -55,6 +56,7 @@ log = logging.getLogger("pmem.observations")
 #: writer outside the drain (none of ours) could keep changing what it read.
 _REPLANS = 3
 
+T = TypeVar("T")
 _pool_lock = threading.Lock()
 _pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, size, pool)
 
@@ -85,83 +87,163 @@ def _retry_leased(evidence: Evidence) -> bool:
 def drain_ahead(namespace_id: int, *, room: int | None, deadline: float | None) -> int:
     """Commit the namespace's next observations in seq order, preparing those behind the
     head meanwhile. The caller holds the drain lock. Stops when the line is empty or its
-    head is not to be taken now, after ``room`` commits, or at ``deadline`` (monotonic).
-    Raises :class:`ModelUnavailable` naming the head when the model cannot be reached."""
-    width = max(1, int(settings.PMEM_MODEL_CONCURRENCY))
-    threaded = _threaded()
-    pending: dict[int, Future[_Prepared | None]] = {}
+    head is not to be taken now, after ``room`` commits, or past ``deadline`` (monotonic,
+    checked between commits: a head being prepared is waited for, and the task's soft time
+    limit ends that wait). Raises :class:`ModelUnavailable` naming the head when the model
+    cannot be reached for it."""
+    line = _Line(namespace_id, threaded=_threaded())
     committed = 0
     try:
         while room is None or committed < room:
-            line = _next_unsettled(namespace_id, width if threaded else 1)
-            if not line or _retry_leased(line[0]):
+            head = line.advance()
+            if head is None:
                 break
-            head = line[0]
-            if threaded:
-                for evidence in line:
-                    if evidence.pk not in pending and not _retry_leased(evidence):
-                        context = contextvars.copy_context()
-                        pending[evidence.pk] = _threads().submit(context.run, _ready,
-                                                                 evidence.pk, True)
-            prepared = _await(pending.pop(head.pk, None), head.pk, deadline)
-            if prepared is _LATE:
-                break
+            prepared = line.prepared(head)
             if prepared is None:
                 continue  # it settled meanwhile (an unusable answer failed it)
-            assert isinstance(prepared, _Prepared)
             committed += _commit_checked(prepared)
+            line.committed(head.pk)
             frontier_flush_if_due(namespace_id=namespace_id)
             if deadline is not None and time.monotonic() >= deadline:
                 break
     finally:
-        for future in pending.values():
-            future.cancel()  # not started yet; a running one finishes and is forgotten
+        line.close()
     return committed
 
 
-_LATE = object()  # the head was not ready by the deadline
+class _Line:
+    """The observations in preparation: each is extracted on a thread as soon as it is in the
+    window, and planned on a thread once every earlier one in the window is extracted and
+    none of those names one of its keys (a plan made before such a one commits would be
+    stale for certain: it is planned at its turn instead, on the state that one leaves)."""
+
+    def __init__(self, namespace_id: int, *, threaded: bool) -> None:
+        self.namespace_id = namespace_id
+        self.threaded = threaded
+        self.width = max(1, int(settings.PMEM_MODEL_CONCURRENCY)) if threaded else 1
+        self.order: list[int] = []  # the window, in seq order
+        self.extracting: dict[int, Future[Evidence | None]] = {}
+        self.extracted: dict[int, Evidence | None] = {}
+        self.planning: dict[int, Future[_Prepared | None]] = {}
+
+    def advance(self) -> Evidence | None:
+        """The head of the line, after the window is topped up; None: stop here."""
+        line = _next_unsettled(self.namespace_id, self.width)
+        if not line or _retry_leased(line[0]):
+            return None
+        self.order = [e.pk for e in line]
+        for evidence in line:
+            if evidence.pk in self.extracting or evidence.pk in self.extracted:
+                continue
+            if evidence.extracted is not None:
+                self.extracted[evidence.pk] = evidence
+            elif self.threaded and not _retry_leased(evidence):
+                self.extracting[evidence.pk] = self._submit(_extracted, evidence.pk)
+        return line[0]
+
+    def prepared(self, head: Evidence) -> _Prepared | None:
+        """The head, prepared: wait for whatever is in flight, planning behind it meanwhile."""
+        try:
+            while True:
+                self._collect()
+                self._plan_what_may_be()
+                extracting = self.extracting.get(head.pk)
+                if extracting is not None and extracting.done():
+                    extracting.result()  # it failed: raise what it raised
+                planning = self.planning.get(head.pk)
+                if planning is not None and planning.done():
+                    return planning.result()
+                if planning is None and extracting is None:
+                    if head.pk in self.extracted and self.extracted[head.pk] is None:
+                        return None
+                    return _ready(head.pk)  # nothing in flight for it: here, now
+                wait([f for f in self._futures() if not f.done()],
+                     return_when=FIRST_COMPLETED)
+        except ModelUnavailable as exc:
+            exc.evidence_id = exc.evidence_id or head.pk
+            raise
+        except (OperationalError, InterfaceError):
+            raise
+        except Exception as exc:  # a bug must not hold the namespace back forever
+            log.exception("preparing evidence %s failed", head.pk)
+            observation_fail(evidence_id=head.pk, reason="commit",
+                             error=f"commit failed: {type(exc).__name__}: {exc}")
+            return None
+        finally:
+            self.planning.pop(head.pk, None)
+
+    def committed(self, evidence_id: int) -> None:
+        self.extracted.pop(evidence_id, None)
+        self.extracting.pop(evidence_id, None)
+
+    def close(self) -> None:
+        for future in self._futures():
+            future.cancel()
+
+    def _futures(self) -> list[Future[Any]]:
+        return [*self.extracting.values(), *self.planning.values()]  # not started yet; a running one finishes and is forgotten
+
+    def _submit(self, job: Callable[..., T], *args: object) -> Future[T]:
+        return _threads().submit(contextvars.copy_context().run, job, *args)
+
+    def _collect(self) -> None:
+        """Move finished extractions along. One that failed for the model stays failed
+        (a retry is the task's); it is raised when it reaches the head."""
+        for pk, future in list(self.extracting.items()):
+            if future.done() and future.exception() is None:
+                self.extracted[pk] = future.result()
+                del self.extracting[pk]
+
+    def _plan_what_may_be(self) -> None:
+        if not self.threaded:
+            return
+        names: set[str] = set()
+        for pk in self.order:
+            if pk in self.extracting:
+                return  # its keys are not known yet: nothing behind it is planned yet
+            evidence = self.extracted.get(pk)
+            keys = _keys(evidence)
+            if pk not in self.planning and evidence is not None and not keys & names:
+                self.planning[pk] = self._submit(_planned, pk)
+            names |= keys
 
 
-def _await(future: Future[_Prepared | None] | None, evidence_id: int,
-           deadline: float | None) -> object:
-    """The head, prepared (here when no thread took it); ``_LATE`` past the deadline."""
+def _keys(evidence: Evidence | None) -> set[str]:
+    if evidence is None:
+        return set()
+    facts = (evidence.extracted or {}).get("facts") or []
+    return {normalize_key(str(f.get("key") or "")) for f in facts} - {""}
+
+
+def _extracted(evidence_id: int) -> Evidence | None:
+    """On a thread: extract it (if nobody has) and return it; None once it has settled."""
     try:
-        if future is None:
-            return _ready(evidence_id, False)
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        return future.result(timeout=timeout)
-    except FutureTimeout:
-        return _LATE
-    except ModelUnavailable as exc:
-        exc.evidence_id = exc.evidence_id or evidence_id
-        raise
-    except (OperationalError, InterfaceError):
-        raise
-    except Exception as exc:  # a bug must not hold the namespace back forever
-        log.exception("preparing evidence %s failed", evidence_id)
-        observation_fail(evidence_id=evidence_id, reason="commit",
-                         error=f"commit failed: {type(exc).__name__}: {exc}")
-        return None
+        evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
+        if evidence.state in UNSETTLED_STATES and evidence.extracted is None:
+            _extract_waiting(evidence_id)
+            evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
+        return evidence if evidence.state in UNSETTLED_STATES else None
+    finally:
+        connection.close()
 
 
-def _ready(evidence_id: int, threaded: bool) -> _Prepared | None:
-    """Extract (if nobody has) and plan one observation; None when it settled meanwhile.
-    On a thread, the connection is closed after: nothing of it outlives the job."""
+def _planned(evidence_id: int) -> _Prepared | None:
+    """On a thread: plan it on the state now; None once it has settled."""
     try:
+        return _ready(evidence_id)
+    finally:
+        connection.close()
+
+
+def _ready(evidence_id: int) -> _Prepared | None:
+    """Extract (if nobody has) and plan one observation; None when it settled meanwhile."""
+    evidence = Evidence.objects.defer("embedding").select_related("namespace").get(
+        pk=evidence_id)
+    if evidence.state in UNSETTLED_STATES and evidence.extracted is None:
+        _extract_waiting(evidence_id)
         evidence = Evidence.objects.defer("embedding").select_related("namespace").get(
             pk=evidence_id)
-        if evidence.state not in UNSETTLED_STATES:
-            return None
-        if evidence.extracted is None:
-            _extract_waiting(evidence_id)
-            evidence = Evidence.objects.defer("embedding").select_related("namespace").get(
-                pk=evidence_id)
-            if evidence.state not in UNSETTLED_STATES:
-                return None
-        return _prepare(evidence, local=False)
-    finally:
-        if threaded:
-            connection.close()
+    return _prepare(evidence, local=False) if evidence.state in UNSETTLED_STATES else None
 
 
 def _extract_waiting(evidence_id: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from memory import metrics
 from memory.llm.client import endpoint_forms
 from memory.models import Evidence, KeyAlias, Namespace, Operation, Version
 from memory.services import observation_ingest, observations_ingest
@@ -80,7 +81,7 @@ def graph(ns: Namespace) -> dict[str, Any]:
     ops = [(o.seq, o.key, o.type, o.value, o.method, o.version.status if o.version else None)
            for o in Operation.objects.filter(namespace=ns).select_related("version")
            .order_by("seq", "id")]
-    versions = sorted((v.cell.key, v.value, v.status, v.supersedes.value if v.supersedes else None)
+    versions = sorted((v.cell.key, v.value, v.status, v.supersedes.value if v.supersedes else "")
                       for v in Version.objects.filter(cell__namespace=ns)
                       .select_related("cell", "supersedes"))
     aliases = sorted(KeyAlias.objects.filter(namespace=ns).values_list("alias", "cell__key"))
@@ -95,10 +96,12 @@ def test_planning_ahead_on_threads_gives_the_graph_serial_planning_gives(model, 
     for seed in range(STREAMS):
         observations = stream(seed)
         settings.PMEM_MODEL_CONCURRENCY = 1
+        model.delay("extraction", 0)
         serial = Namespace.objects.create(name=f"serial-{seed}")
         for item in observations:
             observation_ingest(namespace=serial, **item)
         settings.PMEM_MODEL_CONCURRENCY = 8
+        model.delay("extraction", 0.05)  # the calls overlap for certain: in flight together
         ahead = Namespace.objects.create(name=f"ahead-{seed}")
         observations_ingest(namespace=ahead, observations=observations)
         planned_ahead += len(observations)
@@ -110,16 +113,19 @@ def test_planning_ahead_on_threads_gives_the_graph_serial_planning_gives(model, 
 
 
 def test_a_plan_made_stale_by_an_earlier_commit_is_made_again(model, settings):
-    """Values retracted right after they arrive, all extracted at once: when its plan was
-    made, each retraction named a value memory did not hold yet (a noop); at its turn it is
-    planned again and revokes it, as planning in seq order would."""
+    """Values retracted right after they arrive, under another name of the key, all
+    extracted at once: when its plan was made, each retraction named a value memory did not
+    hold yet (a noop); at its turn the basis has changed, so it is planned again and revokes
+    the value, as planning in seq order would."""
     settings.PMEM_MODEL_CONCURRENCY = 8
+    model.delay("extraction", 0.2)  # the extractions overlap for certain
     ns = Namespace.objects.create(name="one-key")
-    observation_ingest(namespace=ns, text=f"{PREAMBLE}\nalice_city = Lisbon")
+    observation_ingest(namespace=ns, text=f"{PREAMBLE}\nalice_home_city = Lisbon")
+    redone = metrics.PLANS_REDONE._value.get()
     observations_ingest(namespace=ns, observations=[
         {"text": f"{PREAMBLE}\n{line}"} for line in (
-            "alice_city = Porto", "Withdrawn: alice_city = Porto",
-            "alice_city = Paris", "Withdrawn: alice_city = Paris")])
+            "alice_home_city = Porto", "Withdrawn: city_alice_home = Porto",
+            "alice_home_city = Paris", "Withdrawn: home_city_alice = Paris")])
     ops = list(Operation.objects.filter(namespace=ns).exclude(type="reinstate")
                .order_by("seq", "id").values_list("type", "value"))
     assert ops == [("accept", "Lisbon"), ("accept", "Porto"), ("revoke", "Porto"),
@@ -127,3 +133,4 @@ def test_a_plan_made_stale_by_an_earlier_commit_is_made_again(model, settings):
     head = Version.objects.get(cell__namespace=ns, status="active")
     assert head.value == "Lisbon"
     assert model.max_in_flight > 1
+    assert metrics.PLANS_REDONE._value.get() - redone >= 2
