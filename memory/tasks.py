@@ -255,7 +255,8 @@ def _drain(namespace_id: int, started: float) -> str:
             raise
         connection.close()
         namespace_head_fail(namespace_id=namespace_id, error=(
-            f"time limit: committing it took over {soft:g} s (PMEM_TASK_SOFT_TIME_LIMIT)"))
+            f"time limit: preparing or committing it took over {soft:g} s"
+            " (PMEM_TASK_SOFT_TIME_LIMIT)"))
         _hand_on(namespace_id)
         return "time limit"
     return "ok"

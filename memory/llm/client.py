@@ -189,6 +189,17 @@ class ModelClient:
     def _chat_json(self, messages: list[dict[str, str]], schema: dict[str, Any],
                    schema_name: str, temperature: float, max_tokens: int | None,
                    kind: str) -> ChatResult:
+        if endpoint_forms.get(self.base_url, self.model) is None and len(self.forms) > 1:
+            with endpoint_forms.negotiation(self.base_url, self.model):
+                return self._chat_json_in(messages, schema, schema_name, temperature,
+                                          max_tokens, kind)
+        return self._chat_json_in(messages, schema, schema_name, temperature, max_tokens, kind)
+
+    def _chat_json_in(self, messages: list[dict[str, str]], schema: dict[str, Any],
+                      schema_name: str, temperature: float, max_tokens: int | None,
+                      kind: str) -> ChatResult:
+        """One call in the form known for the endpoint, else the forms in order until one is
+        taken."""
         known = endpoint_forms.get(self.base_url, self.model)
         order: list[str] = list(self.forms)
         if known is not None and known in self.forms:  # the form found before goes first

@@ -31,6 +31,13 @@ class EndpointForms:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._forms: dict[tuple[str, str], str] = {}
+        self._negotiating: dict[tuple[str, str], threading.Lock] = {}
+
+    def negotiation(self, base_url: str, model: str) -> threading.Lock:
+        """Held by the one thread finding the form: the others of the process wait for what
+        it finds instead of each sending a probe the server refuses."""
+        with self._lock:
+            return self._negotiating.setdefault((base_url.rstrip("/"), model), threading.Lock())
 
     def get(self, base_url: str, model: str) -> str | None:
         with self._lock:

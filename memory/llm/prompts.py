@@ -38,7 +38,9 @@ EXTRACTION_SCHEMA: dict[str, Any] = {
                     "op": {"type": "string", "enum": list(OPS)},
                     "old_value": _NULLABLE_STRING,
                 },
-                "required": ["key", "value", "assertion", "op", "old_value"],
+                # op and old_value are asked for, not required: a weak model under a grammar
+                # that forces them runs on far longer, and a fact without them is annotated.
+                "required": ["key", "value", "assertion"],
                 "additionalProperties": False,
             },
         }
@@ -89,13 +91,6 @@ Rules:
 - Keep the order of the observation. Do not deduplicate: if one attribute changes twice,
   emit both facts in order.
 - Emit only facts the observation states. No facts: {{"facts": []}}.
-- op and old_value: each fact is a change to the agent's memory. <memory> lists what it holds
-  now for keys this observation may touch (key, value, status). When a fact is about one of
-  those attributes, use that key, set old_value to its value, and op to: "noop" when the fact
-  repeats that value; "accept" for an ordinary update (the old value is outdated); "reject"
-  when the text says the old value was wrong; "contest" when the fact is hedged or conflicts
-  without settling it; "revoke" for a withdrawn value; "resolve" to settle a contested key on
-  one of its values. A fact about any other attribute: op "accept", old_value null.
 """
 
 ANNOTATION_SYSTEM = f"""# {ANNOTATION}
@@ -142,16 +137,33 @@ pairs, one such word per pair, as asked).
 """
 
 
+#: Added to the extraction prompt only when heads are shown: without any, there is nothing
+#: to patch (a weak model told of ops it cannot use repeats itself until the token limit).
+EXTRACTION_PATCHES = """
+Each fact is also a change to the agent's memory. <memory> lists what it holds now for keys
+this observation may touch (key, value, status). When a fact is about one of those attributes,
+use that key, set "old_value" to its value and "op" to: "noop" when the fact repeats that value;
+"accept" for an ordinary update (the old value is outdated); "reject" when the text says the
+old value was wrong; "contest" when the fact is hedged or conflicts without settling it;
+"revoke" for a withdrawn value; "resolve" to settle a contested key on one of its values. A
+fact about any other attribute: "op" "accept", "old_value" null.
+"""
+
 EXTRACTION_USER = "Extract the facts from this observation."
 
 
 def extraction_messages(text: str, memory: Sequence[dict[str, Any]] = ()) -> list[dict[str, str]]:
     """``memory``: the heads shown (``key``, ``value``, ``status``, and ``alternatives`` of a
     contested one), one JSON object per line between ``<memory>`` tags."""
+    if not memory:
+        user = f"{EXTRACTION_USER}\n<observation>\n{text}\n</observation>"
+        return [{"role": "system", "content": EXTRACTION_SYSTEM},
+                {"role": "user", "content": user}]
     shown = "\n".join(json.dumps(head, ensure_ascii=False) for head in memory)
     user = (f"{EXTRACTION_USER}\n<memory>\n{shown}\n</memory>\n"
             f"<observation>\n{text}\n</observation>")
-    return [{"role": "system", "content": EXTRACTION_SYSTEM}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": EXTRACTION_SYSTEM + EXTRACTION_PATCHES},
+            {"role": "user", "content": user}]
 
 
 def annotation_messages(facts: Sequence[dict[str, Any]]) -> list[dict[str, str]]:

@@ -29,6 +29,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import Any, TypeVar
 
+from billiard.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 from django.utils import timezone
@@ -162,8 +163,8 @@ class _Line:
         except ModelUnavailable as exc:
             exc.evidence_id = exc.evidence_id or head.pk
             raise
-        except (OperationalError, InterfaceError):
-            raise
+        except (OperationalError, InterfaceError, SoftTimeLimitExceeded):
+            raise  # an outage, or the task's time is up: the task deals with it
         except Exception as exc:  # a bug must not hold the namespace back forever
             log.exception("preparing evidence %s failed", head.pk)
             observation_fail(evidence_id=head.pk, reason="commit",
@@ -274,7 +275,7 @@ def _commit_checked(prepared: _Prepared) -> int:
     except ModelUnavailable as exc:
         exc.evidence_id = exc.evidence_id or evidence.pk
         raise
-    except (OperationalError, InterfaceError):
+    except (OperationalError, InterfaceError, SoftTimeLimitExceeded):
         raise
     except Exception as exc:
         log.exception("commit of evidence %s failed", evidence.pk)
