@@ -411,6 +411,7 @@ def child(out: Path, params: dict[str, Any]) -> None:
 
 def run_child(label: str, tree: Path, params: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """Measure ``tree`` in a process of its own, from that directory, on its own data."""
+    out_dir = out_dir.resolve()  # the child runs in the other tree
     data = HERE.parent.parent / "var" / "bench-throughput" / f"data-{label}"
     out = out_dir / f"throughput-{label}.json"
     env = {k: v for k, v in os.environ.items()

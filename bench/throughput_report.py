@@ -17,9 +17,14 @@ THIS = "this tree"
 
 
 def _commit(tree: Path) -> str | None:
-    found = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree,
-                           capture_output=True, text=True, check=False)
-    return found.stdout.strip() or None
+    """The commit checked out at ``tree``; None for a copy that is no checkout of its own
+    (``git archive``: its directory's name should say which commit)."""
+    found = subprocess.run(["git", "rev-parse", "--show-toplevel", "--short", "HEAD"],
+                           cwd=tree, capture_output=True, text=True, check=False)
+    lines = found.stdout.split()
+    if len(lines) != 2 or Path(lines[0]).resolve() != tree.resolve():
+        return None
+    return lines[1]
 
 
 def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
