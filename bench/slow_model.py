@@ -5,7 +5,8 @@ of requests served at once: the model server of ``pmem_bench throughput``.
 answers ``POST /v1/chat/completions``, ``POST /v1/embeddings`` and ``GET /v1/models``. A chat
 request waits for one of ``in_flight`` slots (the rest queue, as a vLLM server at its batch
 limit does), holds it for ``latency`` seconds, then answers; embeddings answer at once
-(``HashingEmbedder`` vectors). ``GET /stats`` returns the counters: requests per job, prompt and
+(``HashingEmbedder`` vectors). ``GET /stats`` returns the counters: requests per job (``chat_calls``: the write path's
+three), prompt and
 completion tokens (``len(text) // 4`` of the messages and of the answer, as reported in
 ``usage``), the most requests served at once and the most waiting for a slot.
 
@@ -45,6 +46,7 @@ _HEADER_JOBS = {"# pmem_extraction": "extraction", "# pmem_annotation": "annotat
                 "# pmem_identity": "identity"}
 _SCHEMA_JOBS = {"pmem_extraction": "extraction", "pmem_annotation": "annotation",
                 "pmem_identity": "identity"}
+WRITE_JOBS = ("extraction", "annotation", "identity")
 _LINE = re.compile(r"^\s*([^=\n]+?)\s*=\s*(.+?)\s*$")
 
 
@@ -113,6 +115,7 @@ class SlowModel:
                     "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.completion_tokens,
                     "max_in_flight": self.max_in_flight, "max_waiting": self.max_waiting,
+                    "serving": self._serving, "waiting": self._waiting,
                     "latency": self.latency, "in_flight": self.in_flight}
 
     def reset_peaks(self) -> None:
@@ -120,7 +123,8 @@ class SlowModel:
             self.max_in_flight = self.max_waiting = 0
 
     def _chat_calls(self) -> int:
-        return sum(n for job, n in self.counts.items() if job != "embeddings")
+        """Calls of the write path's jobs (a health check's probe is none of them)."""
+        return sum(n for job, n in self.counts.items() if job in WRITE_JOBS)
 
     def serve_chat(self, job: str, body: dict[str, Any]) -> str:
         """Wait for a slot, hold it for the latency, return the answer's content."""

@@ -236,6 +236,17 @@ def _server_stats(url: str | None) -> dict[str, Any] | None:
     return dict(answer.json())
 
 
+def _quiet(url: str | None, timeout: float = 30.0) -> None:
+    """Wait until the model server serves nothing: the health check's probe of the model
+    (the stack's readiness) must not share a measurement's slots."""
+    deadline = time.monotonic() + timeout
+    while url and time.monotonic() < deadline:
+        stats = _server_stats(url) or {}
+        if not stats.get("serving") and not stats.get("waiting"):
+            return
+        time.sleep(0.1)
+
+
 def _pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -367,6 +378,7 @@ def measure(params: dict[str, Any], progress: Any = None) -> dict[str, Any]:
                   logs=Path(params["logs"])).start()
     rows = []
     try:
+        _quiet(params.get("stats_url"))
         for done, (stream, lanes) in enumerate(cells):
             rows.append(measure_cell(stack, params, stream, lanes))
             if progress is not None:
