@@ -24,6 +24,11 @@ schema name, else the first line of the system prompt. Answers are deterministic
   ``different``; one pair (``<key_a>``/``<key_b>``, one word) or many (``<pairs>`` JSON of
   ``{"a", "b"}``, answered ``{"answers": [...]}``).
 
+``SlowModel(in_flight=1, upstream=URL)`` is the same server in front of a real endpoint: each
+chat request waits for a slot, is forwarded as it came, and the upstream's answer is passed back;
+the counters are the same, tokens are the upstream's ``usage``, and ``busy_seconds`` sums how
+long the write path's calls held a slot (their mean is the model's latency).
+
 It imports nothing from the tests: benchmarks run it from a plain checkout. Run alone:
 ``python -m bench.slow_model --latency 1.0 --in-flight 8 --port 8766``.
 """
@@ -41,6 +46,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import django
+import requests
 
 _HEADER_JOBS = {"# pmem_extraction": "extraction", "# pmem_annotation": "annotation",
                 "# pmem_identity": "identity"}
@@ -58,8 +64,10 @@ def tokens(text: str) -> int:
 class SlowModel:
     """The server; use as a context manager (``with SlowModel(latency=0.5) as srv: srv.base_url``)."""
 
-    def __init__(self, latency: float = 1.0, in_flight: int = 8, model: str = "slow") -> None:
+    def __init__(self, latency: float = 1.0, in_flight: int = 8, model: str = "slow", *,
+                 upstream: str | None = None) -> None:
         self.latency = latency
+        self.upstream = upstream.rstrip("/") if upstream else None
         self.in_flight = in_flight
         self.model = model
         self._slots = threading.BoundedSemaphore(in_flight)
@@ -68,6 +76,7 @@ class SlowModel:
         self.counts: Counter[str] = Counter()
         self.prompt_tokens = 0
         self.completion_tokens = 0
+        self.busy_seconds = 0.0  # summed time the write path's calls held a slot
         self.max_in_flight = 0
         self.max_waiting = 0
         self._serving = 0
@@ -114,6 +123,7 @@ class SlowModel:
             return {"counts": dict(self.counts), "chat_calls": self._chat_calls(),
                     "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.completion_tokens,
+                    "busy_seconds": round(self.busy_seconds, 4), "upstream": self.upstream,
                     "max_in_flight": self.max_in_flight, "max_waiting": self.max_waiting,
                     "serving": self._serving, "waiting": self._waiting,
                     "latency": self.latency, "in_flight": self.in_flight}
@@ -126,8 +136,9 @@ class SlowModel:
         """Calls of the write path's jobs (a health check's probe is none of them)."""
         return sum(n for job, n in self.counts.items() if job in WRITE_JOBS)
 
-    def serve_chat(self, job: str, body: dict[str, Any]) -> str:
-        """Wait for a slot, hold it for the latency, return the answer's content."""
+    def serve_chat(self, job: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Wait for a slot, hold it for the latency (or the upstream's answer), return the
+        status and body to answer with."""
         with self._lock:
             self._waiting += 1
             self.max_waiting = max(self.max_waiting, self._waiting)
@@ -137,17 +148,46 @@ class SlowModel:
                 self._waiting -= 1
                 self._serving += 1
                 self.max_in_flight = max(self.max_in_flight, self._serving)
-            self._stop.wait(self.latency)
-            content = answer(job, body)
-            prompt = sum(tokens(str(m.get("content", ""))) for m in body.get("messages") or [])
+            began = time.perf_counter()
+            try:
+                status, payload = (self._forward(body) if self.upstream else
+                                   (200, self._scripted(job, body)))
+            finally:
+                held = time.perf_counter() - began
+                with self._lock:
+                    self._serving -= 1
+            usage = payload.get("usage") or {}
             with self._lock:
                 self.counts[job] += 1
-                self.prompt_tokens += prompt
-                self.completion_tokens += tokens(content)
-                self._serving -= 1
-            return content
+                if job in WRITE_JOBS:
+                    self.busy_seconds += held
+                self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+                self.completion_tokens += int(usage.get("completion_tokens") or 0)
+            return status, payload
         finally:
             self._slots.release()
+
+    def _scripted(self, job: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._stop.wait(self.latency)
+        content = answer(job, body)
+        prompt = sum(tokens(str(m.get("content", ""))) for m in body.get("messages") or [])
+        return {
+            "id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion", "created": 0,
+            "model": body.get("model", self.model),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": tokens(content),
+                      "total_tokens": prompt + tokens(content)},
+        }
+
+    def _forward(self, body: dict[str, Any], path: str = "/chat/completions",
+                 timeout: float = 600.0) -> tuple[int, dict[str, Any]]:
+        """The upstream's answer to the same request, as it gave it."""
+        try:
+            answered = requests.post(f"{self.upstream}{path}", json=body, timeout=timeout)
+            return answered.status_code, dict(answered.json())
+        except (requests.RequestException, ValueError) as exc:
+            return 502, {"error": {"message": f"upstream: {exc}"}}
 
 
 # --- deterministic answers ---------------------------------------------------------------------
@@ -266,7 +306,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.rstrip("/")
-        if path.endswith("/v1/models"):
+        if path.endswith("/v1/models") and self.server_state.upstream:
+            answered = requests.get(f"{self.server_state.upstream}/models", timeout=30)
+            self._send(answered.status_code, answered.json())
+        elif path.endswith("/v1/models"):
             self._send(200, {"object": "list",
                              "data": [{"id": self.server_state.model, "object": "model"}]})
         elif path.endswith("/stats"):
@@ -296,19 +339,12 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up: nothing to answer
 
     def _chat(self, body: dict[str, Any]) -> None:
-        job = chat_job(body)
-        content = self.server_state.serve_chat(job, body)
-        prompt = sum(tokens(str(m.get("content", ""))) for m in body.get("messages") or [])
-        self._send(200, {
-            "id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion", "created": 0,
-            "model": body.get("model", self.server_state.model),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": tokens(content),
-                      "total_tokens": prompt + tokens(content)},
-        })
+        self._send(*self.server_state.serve_chat(chat_job(body), body))
 
     def _embeddings(self, body: dict[str, Any]) -> None:
+        if self.server_state.upstream:
+            self._send(*self.server_state._forward(body, "/embeddings"))
+            return
         from memory.llm.embedding import HashingEmbedder  # needs Django's settings: only here
 
         texts = body.get("input")
@@ -336,10 +372,12 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=1.0)
     parser.add_argument("--in-flight", type=int, default=8)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--upstream", default=None,
+                        help="a real endpoint (…/v1) to forward to, counting its calls")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
     django.setup()  # the embeddings' HashingEmbedder reads the settings
-    server = SlowModel(args.latency, args.in_flight).start(args.port)
+    server = SlowModel(args.latency, args.in_flight, upstream=args.upstream).start(args.port)
     print(f"serving {server.base_url} (latency {args.latency}s, {args.in_flight} in flight)",
           flush=True)
     try:

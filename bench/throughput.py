@@ -42,7 +42,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 import psutil
@@ -353,7 +352,13 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
             "server_max_waiting": after["max_waiting"],
         })
     row["evidence_chat_calls"] = sum(r[3] for r in rows)
-    return add_ideal(row, latency=float(params["latency"]), in_flight=int(params["in_flight"]))
+    latency = params.get("latency")
+    if latency is None and before is not None and after is not None:
+        # a real endpoint: the mean time its calls held a slot in this measurement
+        calls = after["chat_calls"] - before["chat_calls"]
+        latency = (after["busy_seconds"] - before["busy_seconds"]) / calls if calls else None
+    row["latency_s"] = _round(latency)
+    return add_ideal(row, latency=latency or 0.0, in_flight=int(params["in_flight"]))
 
 
 def _round(value: float | None) -> float | None:
@@ -386,22 +391,6 @@ def measure(params: dict[str, Any], progress: Any = None) -> dict[str, Any]:
     finally:
         stack.stop()
     return {"tree": str(stack.root), "rows": rows}
-
-
-def probe_latency(model_url: str, model: str | None, tries: int = 3) -> float:
-    """Median seconds of an extraction request to a real endpoint (the ideal's latency)."""
-    text = make_stream("distinct", 1)[0]
-    body = {"model": model or "default", "max_tokens": 256, "messages": [
-        {"role": "system", "content": "# pmem_extraction\nExtract key = value facts as JSON."},
-        {"role": "user", "content": f"<observation>\n{text}\n</observation>"}],
-        "response_format": {"type": "json_object"}}
-    seconds = []
-    for _ in range(tries):
-        began = time.perf_counter()
-        requests.post(f"{model_url.rstrip('/')}/chat/completions", json=body,
-                      timeout=300).raise_for_status()
-        seconds.append(time.perf_counter() - began)
-    return float(median(seconds))
 
 
 # --- the child: one tree, its own PostgreSQL and Redis -------------------------------------------

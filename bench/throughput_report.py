@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .slow_model import SlowModel
-from .throughput import NAME, measure, probe_latency, run_child
+from .throughput import NAME, measure, run_child
 
 THIS = "this tree"
 
@@ -32,13 +32,12 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     tree and the baseline each in a process of its own, ``rounds`` times in turn; the best
     round of each is reported."""
     options = dict(config.throughput)
-    server = None
-    if options.get("model_url"):
-        options["latency"] = probe_latency(options["model_url"], options.get("model"))
-        options["stats_url"] = None
-    else:
-        server = SlowModel(options["latency"], options["in_flight"]).start()
-        options["model_url"], options["stats_url"] = server.base_url, server.stats_url
+    upstream = options.get("model_url")
+    # Before a real endpoint the same server forwards and counts; the latency is then measured.
+    server = SlowModel(options["latency"], options["in_flight"], upstream=upstream).start()
+    options["model_url"], options["stats_url"] = server.base_url, server.stats_url
+    if upstream:
+        options["latency"] = None
     options.update(run=config.run_id[-6:].lower(), logs=str(Path(config.out) / "throughput-logs"))
     Path(config.out).mkdir(parents=True, exist_ok=True)
     try:
@@ -48,20 +47,21 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         else:
             rounds = _rounds(config, options)
     finally:
-        if server is not None:
-            server.close()
+        server.close()
     results = []
     for label, measured in rounds.items():
         for cell in _best(measured):
             results.append({"tree": label, **cell})
     here = Path(__file__).resolve().parent.parent
     run_config = {
-        "run_id": config.run_id, "latency_s": round(float(options["latency"]), 3),
-        "latency_source": "probed (median of 3 requests)" if server is None else "scripted",
+        "run_id": config.run_id, "latency_s": options["latency"],
+        "latency_source": "measured: the mean time a call held a slot" if upstream else
+        "scripted",
         "in_flight": options["in_flight"], "workers": options["workers"],
         "model_concurrency": options["model_concurrency"],
         "observations": options["observations"], "rounds": options.get("rounds", 1),
-        "model_url": options["model_url"] if server is None else "scripted (bench/slow_model.py)",
+        "model_url": f"{upstream} (through bench/slow_model.py, counting)" if upstream else
+        "scripted (bench/slow_model.py)",
         "this_tree": f"{here} ({_commit(here)})",
         "baseline": None if config.baseline is None else
         f"{config.baseline} ({_commit(Path(config.baseline)) or 'not a git checkout'})",
@@ -98,7 +98,7 @@ def _best(measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # --- the report --------------------------------------------------------------------------------
 
-COLUMNS = (("obs/s", "obs_per_s"), ("ideal", "ideal_obs_per_s"), ("ratio", "ratio"),
+COLUMNS = (("obs/s", "obs_per_s"), ("latency s", "latency_s"), ("ideal", "ideal_obs_per_s"), ("ratio", "ratio"),
            ("calls/obs (server)", "server_chat_calls_per_obs"),
            ("calls/obs (evidence)", "evidence_chat_calls_per_obs"),
            ("prompt tok/obs", "evidence_prompt_tokens_per_obs"),
@@ -113,7 +113,7 @@ def _cell(value: Any) -> str:
 
 def markdown(config: dict[str, Any], results: list[dict[str, Any]]) -> str:
     lines = [f"## {NAME}", "",
-             f"latency {config['latency_s']} s ({config['latency_source']}), "
+             f"latency {config['latency_s'] or 'per row'} s ({config['latency_source']}), "
              f"{config['in_flight']} in flight, {config['workers']} worker processes, "
              f"PMEM_MODEL_CONCURRENCY={config['model_concurrency']}, "
              f"{config['observations']} observations per stream; model: {config['model_url']}",

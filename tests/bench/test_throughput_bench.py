@@ -71,6 +71,20 @@ def test_server_recognises_jobs_counts_calls_and_bounds_what_it_serves_at_once()
     assert stats["prompt_tokens"] > 0 and stats["completion_tokens"] > 0
 
 
+def test_before_a_real_endpoint_it_forwards_counts_and_times_the_calls():
+    with SlowModel(latency=0.05, in_flight=4) as upstream, \
+            SlowModel(in_flight=1, upstream=upstream.base_url) as proxy:
+        content = _chat(proxy, "# pmem_annotation\nChoose.", '<facts>\n{"facts": [{"key": "a", '
+                        '"value": "x", "head_value": "y"}]}\n</facts>')
+        models = requests.get(f"{proxy.base_url}/models", timeout=10).json()
+        stats, below, where = proxy.stats(), upstream.stats(), upstream.base_url
+    assert json.loads(content)["operations"][0]["op"] == "accept"
+    assert models["data"][0]["id"] == "slow"
+    assert stats["counts"] == below["counts"] == {"annotation": 1}
+    assert stats["prompt_tokens"] == below["prompt_tokens"] > 0
+    assert stats["busy_seconds"] > 0 and stats["upstream"] == where
+
+
 @pytest.mark.parametrize("lanes", [1, 8])
 def test_streams_have_the_shape_they_are_named_for(lanes):
     distinct, updates, similar = (make_stream(k, 40, lanes) for k in
