@@ -73,7 +73,8 @@ class SlowModel:
         self._slots = threading.BoundedSemaphore(in_flight)
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()  # answered requests
+        self.errors: Counter[str] = Counter()  # requests the upstream refused or failed
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.busy_seconds = 0.0  # summed time the write path's calls held a slot
@@ -120,7 +121,7 @@ class SlowModel:
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {"counts": dict(self.counts), "chat_calls": self._chat_calls(),
+            return {"counts": dict(self.counts), "errors": dict(self.errors), "chat_calls": self._chat_calls(),
                     "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.completion_tokens,
                     "busy_seconds": round(self.busy_seconds, 4), "upstream": self.upstream,
@@ -158,6 +159,9 @@ class SlowModel:
                     self._serving -= 1
             usage = payload.get("usage") or {}
             with self._lock:
+                if status != 200:  # refused (a structured-output form it does not take)
+                    self.errors[job] += 1
+                    return status, payload
                 self.counts[job] += 1
                 if job in WRITE_JOBS:
                     self.busy_seconds += held

@@ -344,6 +344,9 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
             "server_calls_by_job": {
                 job: n - before["counts"].get(job, 0) for job, n in after["counts"].items()
                 if n > before["counts"].get(job, 0)},
+            "server_errors_by_job": {
+                job: n - before["errors"].get(job, 0) for job, n in after["errors"].items()
+                if n > before["errors"].get(job, 0)},
             "server_prompt_tokens_per_obs": round(
                 (after["prompt_tokens"] - before["prompt_tokens"]) / n, 1),
             "server_completion_tokens_per_obs": round(
