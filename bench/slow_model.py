@@ -13,10 +13,10 @@ completion tokens (``len(text) // 4`` of the messages and of the answer, as repo
 Jobs are recognised as the service marks them (``memory.llm.prompts``): the ``response_format``
 schema name, else the first line of the system prompt. Answers are deterministic:
 
-- extraction: every ``key = value`` line of the ``<observation>`` after its first line is a fact
-  ``{key, value, assertion: "asserted"}``. When the request shows a ``<memory>`` block (a JSON
-  list of the current heads, ``{"key", "value", "status", ...}``), each fact also carries
-  ``op`` (``noop`` when the value equals its key's head, case and spaces aside, else
+- extraction: every ``key = value`` line of the ``<observation>`` after its first line is a
+  fact ``{key, value, assertion: "asserted"}``. When the request shows a ``<memory>`` block
+  (the current heads, ``{"key", "value", "status", ...}``: a JSON list, or one JSON object a
+  line), each fact also carries ``op`` (``noop`` when the value equals its key's head, case and spaces aside, else
   ``accept``) and ``old_value`` (the head's value, or null);
 - annotation: per item of the ``<facts>`` JSON, ``noop`` when the value equals the head, else
   ``accept``;
@@ -36,6 +36,7 @@ It imports nothing from the tests: benchmarks run it from a plain checkout. Run 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -47,6 +48,8 @@ from typing import Any, ClassVar
 
 import django
 import requests
+
+from memory.domain import normalize_key
 
 _HEADER_JOBS = {"# pmem_extraction": "extraction", "# pmem_annotation": "annotation",
                 "# pmem_identity": "identity"}
@@ -211,16 +214,22 @@ def _words(key: str) -> frozenset[str]:
 
 
 def _memory_heads(user: str) -> dict[str, Any] | None:
+    """The heads a ``<memory>`` block shows, by normalised key (None: no block). The block is
+    a JSON list of heads, or one JSON head a line."""
     block = _tagged(user, "memory")
     if block is None:
         return None
     try:
         heads = json.loads(block or "[]")
     except json.JSONDecodeError:
-        return {}
-    if isinstance(heads, dict):  # {"heads": [...]} or {"memory": [...]}
-        heads = next((v for v in heads.values() if isinstance(v, list)), [])
-    return {str(h.get("key")): h.get("value") for h in heads if isinstance(h, dict)}
+        heads = []
+        for line in block.splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                heads.append(json.loads(line))
+    if isinstance(heads, dict):  # one head alone
+        heads = [heads]
+    return {normalize_key(str(h.get("key", ""))): h.get("value") for h in heads
+            if isinstance(h, dict)}
 
 
 def extraction_answer(user: str) -> dict[str, Any]:
@@ -234,7 +243,7 @@ def extraction_answer(user: str) -> dict[str, Any]:
         fact: dict[str, Any] = {"key": found.group(1), "value": found.group(2),
                                 "assertion": "asserted"}
         if heads is not None:
-            old = heads.get(fact["key"])
+            old = heads.get(normalize_key(fact["key"]))
             fact["old_value"] = old
             fact["op"] = "noop" if old is not None and _same(fact["value"], old) else "accept"
         facts.append(fact)

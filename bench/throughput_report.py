@@ -41,9 +41,8 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     options.update(run=config.run_id[-6:].lower(), logs=str(Path(config.out) / "throughput-logs"))
     Path(config.out).mkdir(parents=True, exist_ok=True)
     try:
-        if config.baseline is None:
-            trees = {THIS: measure(options, config.progress)}
-            rounds = {THIS: [trees[THIS]]}
+        if config.baseline is None and options.get("tree") is None:
+            rounds = {THIS: [measure(options, config.progress)]}
         else:
             rounds = _rounds(config, options)
     finally:
@@ -52,7 +51,7 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     for label, measured in rounds.items():
         for cell in _best(measured):
             results.append({"tree": label, **cell})
-    here = Path(__file__).resolve().parent.parent
+    here = _this_tree(options)
     run_config = {
         "run_id": config.run_id, "latency_s": options["latency"],
         "latency_source": "measured: the mean time a call held a slot" if upstream else
@@ -62,7 +61,7 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "observations": options["observations"], "rounds": options.get("rounds", 1),
         "model_url": f"{upstream} (through bench/slow_model.py, counting)" if upstream else
         "scripted (bench/slow_model.py)",
-        "this_tree": f"{here} ({_commit(here)})",
+        "this_tree": f"{here} ({_commit(here) or 'a copy, not a checkout'})",
         "baseline": None if config.baseline is None else
         f"{config.baseline} ({_commit(Path(config.baseline)) or 'not a git checkout'})",
         "tokens": "len(text) // 4 (the scripted server's usage), or the endpoint's usage",
@@ -71,9 +70,16 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return run_config, results
 
 
+def _this_tree(options: dict[str, Any]) -> Path:
+    """The tree measured as "this tree": ``--tree``, else this checkout."""
+    tree = options.get("tree")
+    return Path(tree).resolve() if tree else Path(__file__).resolve().parent.parent
+
+
 def _rounds(config: Any, options: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    trees = {"baseline": Path(config.baseline).resolve(),
-             THIS: Path(__file__).resolve().parent.parent}
+    trees = {THIS: _this_tree(options)}
+    if config.baseline is not None:
+        trees = {"baseline": Path(config.baseline).resolve(), **trees}
     measured: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
     total = int(options.get("rounds", 1)) * len(trees)
     for round_ in range(int(options.get("rounds", 1))):

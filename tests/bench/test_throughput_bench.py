@@ -40,6 +40,11 @@ def test_extraction_classifies_against_the_memory_block_only_when_shown():
                               "</observation>")
     assert [(f["op"], f["old_value"]) for f in shown["facts"]] == [("accept", "Porto"),
                                                                     ("noop", " rex")]
+    lines = "\n".join(json.dumps(h) for h in json.loads(memory))  # one head a line
+    assert extraction_answer(f"<memory>\n{lines}\n</memory>\n<observation>\n{text}\n"
+                             "</observation>") == shown
+    empty = extraction_answer(f"<memory>\n\n</memory>\n<observation>\n{text}\n</observation>")
+    assert [(f["op"], f["old_value"]) for f in empty["facts"]] == [("accept", None)] * 2
 
 
 def test_annotation_and_both_identity_forms():

@@ -97,6 +97,9 @@ class Command(BaseCommand):
                             help="throughput: the streams to run (distinct, updates, similar)")
         parser.add_argument("--namespaces", type=_ints, default=(1, 8),
                             help="throughput: namespace counts a stream is split over, e.g. 1,8")
+        parser.add_argument("--tree", type=Path, default=None,
+                            help="throughput: measure this checkout instead of the current one "
+                                 "(each in a process of its own, as with --baseline)")
         parser.add_argument("--rounds", type=int, default=1,
                             help="throughput with --baseline: rounds, the trees in turn; the "
                                  "best of each is reported")
@@ -130,7 +133,8 @@ class Command(BaseCommand):
             "observations": options["observations"], "rounds": options["rounds"],
             "streams": [s.strip() for s in options["streams"].split(",") if s.strip()],
             "namespaces": list(options["namespaces"]), "model_url": options["model_url"],
-            "model": options["model"]}
+            "model": options["model"],
+            "tree": str(options["tree"]) if options["tree"] else None}
         for name in ("lengths", "distances", "sizes"):
             if options[name]:
                 setattr(config, name, options[name])
