@@ -81,6 +81,8 @@ class SlowModel:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.busy_seconds = 0.0  # summed time the write path's calls held a slot
+        # extraction: facts it was asked for, and those whose key's head <memory> showed
+        self.shown = Counter({"facts": 0, "facts_with_head_shown": 0})
         self.max_in_flight = 0
         self.max_waiting = 0
         self._serving = 0
@@ -128,6 +130,8 @@ class SlowModel:
                     "prompt_tokens": self.prompt_tokens,
                     "completion_tokens": self.completion_tokens,
                     "busy_seconds": round(self.busy_seconds, 4), "upstream": self.upstream,
+                    "extraction_facts": self.shown["facts"],
+                    "extraction_facts_with_head_shown": self.shown["facts_with_head_shown"],
                     "max_in_flight": self.max_in_flight, "max_waiting": self.max_waiting,
                     "serving": self._serving, "waiting": self._waiting,
                     "latency": self.latency, "in_flight": self.in_flight}
@@ -143,6 +147,12 @@ class SlowModel:
     def serve_chat(self, job: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         """Wait for a slot, hold it for the latency (or the upstream's answer), return the
         status and body to answer with."""
+        if job == "extraction":
+            facts = extraction_answer(_user(body))["facts"]
+            with self._lock:
+                self.shown["facts"] += len(facts)
+                self.shown["facts_with_head_shown"] += sum(f.get("old_value") is not None
+                                                           for f in facts)
         with self._lock:
             self._waiting += 1
             self.max_waiting = max(self.max_waiting, self._waiting)
@@ -291,10 +301,14 @@ def chat_job(body: dict[str, Any]) -> str:
     return "chat"
 
 
+def _user(body: dict[str, Any]) -> str:
+    return "\n".join(str(m.get("content", "")) for m in body.get("messages") or []
+                     if m.get("role") == "user")
+
+
 def answer(job: str, body: dict[str, Any]) -> str:
     """The assistant's message content for one chat request."""
-    user = "\n".join(str(m.get("content", "")) for m in body.get("messages") or []
-                     if m.get("role") == "user")
+    user = _user(body)
     result: Any
     if job == "extraction":
         result = extraction_answer(user)

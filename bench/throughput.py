@@ -351,6 +351,9 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
                 (after["prompt_tokens"] - before["prompt_tokens"]) / n, 1),
             "server_completion_tokens_per_obs": round(
                 (after["completion_tokens"] - before["completion_tokens"]) / n, 1),
+            "extraction_facts_with_head_shown":
+                after["extraction_facts_with_head_shown"]
+                - before["extraction_facts_with_head_shown"],
             "server_max_in_flight": after["max_in_flight"],
             "server_max_waiting": after["max_waiting"],
         })

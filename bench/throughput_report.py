@@ -110,6 +110,7 @@ COLUMNS = (("obs/s", "obs_per_s"), ("latency s", "latency_s"), ("ideal", "ideal_
            ("prompt tok/obs", "evidence_prompt_tokens_per_obs"),
            ("completion tok/obs", "evidence_completion_tokens_per_obs"),
            ("p50 s", "latency_p50_s"), ("p95 s", "latency_p95_s"), ("failed", "failed"),
+           ("repeats", "repeats"), ("heads shown", "extraction_facts_with_head_shown"),
            ("worker RSS MiB", "worker_rss_peak_mib"), ("most in flight", "server_max_in_flight"))
 
 
