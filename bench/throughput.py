@@ -290,8 +290,9 @@ def _post_stream(stack: Stack, texts: list[str], lanes: int, run: str,
     from memory.services import namespace_create, token_create
 
     sessions, ids = [], []
+    cell = uuid.uuid4().hex[:6]  # a tree's data outlives a round: new namespaces every time
     for lane in range(lanes):
-        ns = namespace_create(name=f"tp-{run}-{stream}-{lanes}-{lane}")
+        ns = namespace_create(name=f"tp-{run}-{cell}-{stream}-{lanes}-{lane}")
         session = requests.Session()
         session.headers["Authorization"] = f"Token {token_create(namespace=ns, client='tp').key}"
         sessions.append((session, f"{stack.url}/api/v1/namespaces/{ns.name}/observations/"))
@@ -342,11 +343,11 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
         row.update({
             "server_chat_calls": calls, "server_chat_calls_per_obs": round(calls / n, 3),
             "server_calls_by_job": {
-                job: n - before["counts"].get(job, 0) for job, n in after["counts"].items()
-                if n > before["counts"].get(job, 0)},
+                job: count - before["counts"].get(job, 0)
+                for job, count in after["counts"].items() if count > before["counts"].get(job, 0)},
             "server_errors_by_job": {
-                job: n - before["errors"].get(job, 0) for job, n in after["errors"].items()
-                if n > before["errors"].get(job, 0)},
+                job: count - before["errors"].get(job, 0)
+                for job, count in after["errors"].items() if count > before["errors"].get(job, 0)},
             "server_prompt_tokens_per_obs": round(
                 (after["prompt_tokens"] - before["prompt_tokens"]) / n, 1),
             "server_completion_tokens_per_obs": round(

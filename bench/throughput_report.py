@@ -150,7 +150,16 @@ def _speedups(results: list[dict[str, Any]]) -> dict[tuple[str, int], float | No
     return out
 
 
-def plot(path: Path, results: list[dict[str, Any]]) -> None:
+def _names(config: dict[str, Any]) -> dict[str, str]:
+    """Each tree's label with the directory it ran from ("this tree (bench-after-99ed7ce)")."""
+    names = {}
+    for label, key in (("baseline", "baseline"), (THIS, "this_tree")):
+        where = str(config.get(key) or "").split(" (")[0]
+        names[label] = f"{label} ({Path(where).name})" if where else label
+    return names
+
+
+def plot(path: Path, results: list[dict[str, Any]], names: dict[str, str] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -165,7 +174,7 @@ def plot(path: Path, results: list[dict[str, Any]]) -> None:
     for t, tree in enumerate(trees):
         xs = [i + (t - (len(trees) - 1) / 2) * width for i in range(len(cells))]
         rows = [by.get((tree, s, k)) for s, k in cells]
-        ax.bar(xs, [r["obs_per_s"] if r else 0 for r in rows], width, label=f"{tree}: obs/s",
+        ax.bar(xs, [r["obs_per_s"] if r else 0 for r in rows], width, label=f"{(names or {}).get(tree, tree)}: obs/s",
                color=colours.get(tree))
         ax.scatter(xs, [r["ideal_obs_per_s"] if r and r["ideal_obs_per_s"] else 0 for r in rows],
                    marker="_", s=400, color="#c0392b",
@@ -188,5 +197,5 @@ def write(out: Path, config: dict[str, Any], results: list[dict[str, Any]]) -> s
         {"scenario": NAME, "config": config, "results": results}, indent=1, default=str))
     table = markdown(config, results)
     (out / f"{NAME}.md").write_text(table)
-    plot(out / f"{NAME}.png", results)
+    plot(out / f"{NAME}.png", results, _names(config))
     return table
