@@ -83,6 +83,10 @@ def write(out: Path, scenario: str, config: dict[str, Any], results: list[dict[s
         from . import recall
 
         return recall.write(out, config, results)
+    if scenario == "throughput":  # its own table and plot (bench/throughput_report.py)
+        from . import throughput_report
+
+        return throughput_report.write(out, config, results)
     if scenario == "erase":  # its own table and plots (bench/erase.py)
         from . import erase
 

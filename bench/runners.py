@@ -45,7 +45,8 @@ class RunConfig:
     progress: Progress = field(default=lambda done, total: None)
     scale: str = "medium"  # perf, erase, history: small | medium | full
     only: str | None = None  # perf: one section alone ("graph", "agents")
-    baseline: Path | None = None  # perf graph memory: older code measured beside this one
+    baseline: Path | None = None  # perf graph memory, throughput: older code beside this one
+    throughput: dict[str, Any] = field(default_factory=dict)  # its --latency, --in-flight, …
 
     @property
     def model(self) -> str | None:
@@ -354,6 +355,12 @@ def run_recall(config: RunConfig) -> Results:
     return recall.run(config)
 
 
+def run_throughput(config: RunConfig) -> Results:
+    from . import throughput_report
+
+    return throughput_report.run(config)
+
+
 SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     alfworld.NAME: run_alfworld,
     retraction.NAME: run_retraction,
@@ -367,4 +374,5 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "history": run_history,
     "transfer": run_transfer,
     "recall": run_recall,
+    "throughput": run_throughput,
 }

@@ -80,8 +80,29 @@ class Command(BaseCommand):
                                  "bench/README.md was measured with, so they stand; recall "
                                  "runs each embedder itself)")
         parser.add_argument("--baseline", type=Path, default=None,
-                            help="perf graph: a checkout of older code (same schema) whose "
-                                 "gunicorn is measured beside this one")
+                            help="perf graph, throughput: a checkout of older code (same "
+                                 "schema) measured beside this one")
+        parser.add_argument("--latency", type=float, default=1.0,
+                            help="throughput: seconds the scripted model server takes per answer")
+        parser.add_argument("--in-flight", type=int, default=8,
+                            help="throughput: requests the model server serves at once (the "
+                                 "rest queue); with --model-url, the ideal's figure")
+        parser.add_argument("--workers", type=int, default=2,
+                            help="throughput: Celery worker processes (PMEM_WORKERS)")
+        parser.add_argument("--model-concurrency", type=int, default=8,
+                            help="throughput: PMEM_MODEL_CONCURRENCY for the workers")
+        parser.add_argument("--observations", type=int, default=40,
+                            help="throughput: observations per stream")
+        parser.add_argument("--streams", default="distinct,updates,similar",
+                            help="throughput: the streams to run (distinct, updates, similar)")
+        parser.add_argument("--namespaces", type=_ints, default=(1, 8),
+                            help="throughput: namespace counts a stream is split over, e.g. 1,8")
+        parser.add_argument("--tree", type=Path, default=None,
+                            help="throughput: measure this checkout instead of the current one "
+                                 "(each in a process of its own, as with --baseline)")
+        parser.add_argument("--rounds", type=int, default=1,
+                            help="throughput with --baseline: rounds, the trees in turn; the "
+                                 "best of each is reported")
 
     def handle(self, *args: Any, **options: Any) -> None:
         # A benchmark often runs on a fresh PMEM_DATA_DIR: bring its schema up first.
@@ -106,6 +127,14 @@ class Command(BaseCommand):
                            client=client_from_settings(), progress=StderrBar(scenario),
                            scale=options["scale"], only=options["only"],
                            baseline=options["baseline"])
+        config.throughput = {
+            "latency": options["latency"], "in_flight": options["in_flight"],
+            "workers": options["workers"], "model_concurrency": options["model_concurrency"],
+            "observations": options["observations"], "rounds": options["rounds"],
+            "streams": [s.strip() for s in options["streams"].split(",") if s.strip()],
+            "namespaces": list(options["namespaces"]), "model_url": options["model_url"],
+            "model": options["model"],
+            "tree": str(options["tree"]) if options["tree"] else None}
         for name in ("lengths", "distances", "sizes"):
             if options[name]:
                 setattr(config, name, options[name])

@@ -1,0 +1,441 @@
+"""``pmem_bench throughput``: observations per second through the model path, against what the
+model server could give.
+
+A scripted model server (:mod:`bench.slow_model`) answers each chat request after ``--latency``
+seconds with at most ``--in-flight`` requests served at once; or ``--model-url`` names a real
+endpoint. One stack per tree (gunicorn and ``--workers`` Celery prefork processes, real
+subprocesses) ingests three streams of ``--observations`` text observations, each POSTed
+through the API (``wait=0``) to one namespace and then split round-robin over eight:
+
+- ``distinct``: every observation names new keys that share no word with any other;
+- ``updates``: the same, but a third of the observations give a new value to a key of an
+  observation at least five back (in the same namespace);
+- ``similar``: new keys sharing words with earlier ones (``p3a_home_city`` then ``p3a_city``
+  or ``p3a_city_home``), so soft key identity asks the model.
+
+Every observation starts with ``They told me this.``, a line the rule extractor does not
+understand, so each one goes to the model. Per stream and namespace count: obs/s (first POST to
+the last commit), the ideal ``in_flight / (chat calls per observation x latency)`` and their
+ratio, chat calls per observation (the server's count and the Evidence rows' sum), tokens per
+observation, per-observation latency (``received_at`` to ``committed_at``) p50/p95, failures,
+and the peak RSS of the worker processes (all of them, summed).
+
+``--baseline DIR`` measures an older checkout beside this one: each tree runs in a process of
+its own, from its own directory, on a PostgreSQL and Redis of its own (under
+``var/bench-throughput/``), against the same model server, the trees alternating over
+``--rounds``. That measuring half runs from this file in the other tree (``--child``), so it
+imports only what every tree has: ``pmem_site.embedded``, ``memory.services``' namespace and
+token services, and the ``memory_evidence`` table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psutil
+import requests
+
+NAME = "throughput"
+STREAMS = ("distinct", "updates", "similar")
+NAMESPACES = (1, 8)
+FIRST_LINE = "They told me this."
+UPDATE_GAP = 5  # an update names a key of an observation at least this many back
+#: Attribute word pairs of the similar stream's keys (a subject word is put before each).
+ATTRIBUTES = (("home", "city"), ("birth", "date"), ("phone", "number"), ("email", "address"),
+              ("shoe", "size"), ("blood", "type"), ("car", "model"), ("pet", "name"),
+              ("favorite", "food"), ("work", "title"), ("gym", "day"), ("coffee", "order"))
+HERE = Path(__file__).resolve()
+
+
+# --- the streams -------------------------------------------------------------------------------
+
+
+def _hex(rng: random.Random, prefix: str) -> str:
+    return f"{prefix}{rng.getrandbits(28):07x}"
+
+
+def make_stream(kind: str, n: int, lanes: int = 1, seed: int = 23) -> list[str]:
+    """``n`` observation texts of the stream ``kind``; ``lanes`` is the number of namespaces
+    it will be split over (round-robin), so that an update or a similar key refers to a key of
+    its own namespace."""
+    if kind not in STREAMS:
+        raise ValueError(f"stream must be one of {STREAMS}")
+    rng = random.Random(f"{kind}-{n}-{lanes}-{seed}")
+    keys: list[list[str]] = []  # per observation, the keys it named
+    bases: list[tuple[int, str, str, str]] = []  # similar: (observation, subject, word, word)
+    texts = []
+    for i in range(n):
+        earlier = [j for j in range(i) if j % lanes == i % lanes]
+        facts: list[tuple[str, str]] = []
+        count = rng.randint(1, 3)
+        if kind == "updates" and i % 3 == 2:
+            older = [j for j in earlier if j <= i - UPDATE_GAP]
+            if older:
+                facts.append((rng.choice(keys[rng.choice(older)]), _hex(rng, "new ")))
+        if kind == "similar":
+            mine = [b for b in bases if b[0] in earlier]
+            if mine:
+                _, subject, first, second = rng.choice(mine)
+                # word sets equal (the model says same) or not (different), alternately
+                variant = (f"{subject}_{second}_{first}" if len(bases) % 2 else
+                           f"{subject}_{second}")
+                facts.append((variant, _hex(rng, "v")))
+        while len(facts) < count:
+            if kind == "similar":
+                subject, (first, second) = _hex(rng, "p"), rng.choice(ATTRIBUTES)
+                bases.append((i, subject, first, second))
+                facts.append((f"{subject}_{first}_{second}", _hex(rng, "v")))
+            else:
+                facts.append((f"{_hex(rng, 'k')}_{_hex(rng, 'q')}", _hex(rng, "v")))
+        keys.append([k for k, _ in facts])
+        texts.append("\n".join([FIRST_LINE, *(f"{k} = {v}" for k, v in facts)]))
+    return texts
+
+
+def repeats(texts: list[str]) -> int:
+    """Observations that name a key an earlier observation of the stream named."""
+    seen: set[str] = set()
+    count = 0
+    for text in texts:
+        keys = {line.split(" = ", 1)[0] for line in text.splitlines()[1:]}
+        count += bool(keys & seen)
+        seen |= keys
+    return count
+
+
+# --- the stack ---------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Stack:
+    """gunicorn and a Celery worker of ``workers`` prefork processes, from the tree this runs
+    in, on the current database; the worker tree's RSS is sampled while it runs."""
+
+    def __init__(self, *, workers: int, model_url: str, model: str | None,
+                 model_concurrency: int, logs: Path) -> None:
+        from django.db import connection
+
+        import pmem_site
+
+        self.root = Path(pmem_site.__file__).resolve().parent.parent
+        self.queue = f"pmem-tp-{uuid.uuid4().hex[:8]}"
+        self.port = _free_port()
+        self.workers = workers
+        self.logs = logs
+        logs.mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, "PMEM_QUEUE": self.queue, "PYTHONUNBUFFERED": "1",
+                    "DJANGO_SETTINGS_MODULE": "pmem_site.settings",
+                    "PMEM_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
+                    "PMEM_LOG_LEVEL": "WARNING", "PMEM_LLM_BASE_URL": model_url,
+                    "PMEM_MODEL_CONCURRENCY": str(model_concurrency),
+                    "PMEM_WORKERS": str(workers)}
+        if model:
+            self.env["PMEM_LLM_MODEL"] = model
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.peak_rss = 0
+        self._stop = threading.Event()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Stack:
+        web = [sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application", "-b",
+               f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "4", "-k", "gthread",
+               "--log-level", "warning"]
+        worker = [sys.executable, "-m", "celery", "-A", "pmem_site", "worker", "-Q", self.queue,
+                  "-n", f"{self.queue}@%h", "--pool", "prefork", "--concurrency",
+                  str(self.workers), "--loglevel", "INFO", "--without-gossip",
+                  "--without-mingle", "--without-heartbeat"]
+        for name, cmd in (("web", web), ("worker", worker)):
+            log = (self.logs / f"{name}.log").open("ab")
+            self.procs[name] = subprocess.Popen(cmd, cwd=self.root, env=self.env, stdout=log,
+                                                stderr=subprocess.STDOUT, start_new_session=True)
+        self._wait_ready()
+        threading.Thread(target=self._sample, daemon=True).start()
+        return self
+
+    def _wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        web_ok = worker_ok = False
+        while time.monotonic() < deadline and not (web_ok and worker_ok):
+            for name, proc in self.procs.items():
+                if proc.poll() is not None:
+                    self.stop()
+                    raise RuntimeError(f"{name} exited: see {self.logs / name}.log")
+            if not web_ok:
+                with contextlib.suppress(requests.RequestException):
+                    web_ok = requests.get(f"{self.url}/healthz", timeout=2).status_code < 500
+            if not worker_ok:
+                text = (self.logs / "worker.log").read_text(errors="replace")
+                worker_ok = any(self.queue in line and line.rstrip().endswith("ready.")
+                                for line in text.splitlines())
+            time.sleep(0.2)
+        if not (web_ok and worker_ok):
+            self.stop()
+            raise RuntimeError(f"web/worker not ready after {timeout:.0f}s (logs: {self.logs})")
+
+    def worker_rss(self) -> int:
+        """Bytes held by the worker's processes, the main one and its children."""
+        try:
+            main = psutil.Process(self.procs["worker"].pid)
+            members = [main, *main.children(recursive=True)]
+        except psutil.Error:
+            return 0
+        total = 0
+        for p in members:
+            with contextlib.suppress(psutil.Error):
+                total += p.memory_info().rss
+        return total
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak_rss = max(self.peak_rss, self.worker_rss())
+            self._stop.wait(0.25)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for proc in self.procs.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=5)
+
+
+# --- one measurement ---------------------------------------------------------------------------
+
+
+def _server_stats(url: str | None) -> dict[str, Any] | None:
+    if not url:
+        return None
+    answer = requests.get(url, timeout=10)
+    answer.raise_for_status()
+    return dict(answer.json())
+
+
+def _quiet(url: str | None, timeout: float = 30.0) -> None:
+    """Wait until the model server serves nothing: the health check's probe of the model
+    (the stack's readiness) must not share a measurement's slots."""
+    deadline = time.monotonic() + timeout
+    while url and time.monotonic() < deadline:
+        stats = _server_stats(url) or {}
+        if not stats.get("serving") and not stats.get("waiting"):
+            return
+        time.sleep(0.1)
+
+
+def _pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def _evidence(namespace_ids: list[int]) -> list[tuple[Any, ...]]:
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT state, extract(epoch FROM received_at),"
+                    " extract(epoch FROM committed_at), chat_calls, prompt_tokens,"
+                    " completion_tokens FROM memory_evidence WHERE namespace_id = ANY(%s)",
+                    [namespace_ids])
+        return list(cur.fetchall())
+
+
+def _wait_settled(namespace_ids: list[int], expected: int, timeout: float, label: str) -> None:
+    began = time.monotonic()
+    deadline = began + timeout
+    tty = sys.stderr.isatty()
+    while True:
+        rows = _evidence(namespace_ids)
+        settled = sum(r[0] not in ("pending", "processing") for r in rows)
+        done = len(rows) >= expected and settled == len(rows)
+        if tty or done:
+            sys.stderr.write(f"\r{label}: {settled}/{expected} settled "
+                             f"{time.monotonic() - began:.0f}s" + ("\n" if done else ""))
+            sys.stderr.flush()
+        if done:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"observations still unsettled after {timeout:.0f}s")
+        time.sleep(0.05)
+
+
+def _post_stream(stack: Stack, texts: list[str], lanes: int, run: str,
+                 stream: str) -> tuple[list[int], float]:
+    """POST every observation (``wait=0``), round-robin over ``lanes`` new namespaces;
+    the namespaces' ids and the epoch time of the first POST."""
+    from memory.services import namespace_create, token_create
+
+    sessions, ids = [], []
+    cell = uuid.uuid4().hex[:6]  # a tree's data outlives a round: new namespaces every time
+    for lane in range(lanes):
+        ns = namespace_create(name=f"tp-{run}-{cell}-{stream}-{lanes}-{lane}")
+        session = requests.Session()
+        session.headers["Authorization"] = f"Token {token_create(namespace=ns, client='tp').key}"
+        sessions.append((session, f"{stack.url}/api/v1/namespaces/{ns.name}/observations/"))
+        ids.append(int(ns.pk))
+    started = time.time()
+    for i, text in enumerate(texts):
+        session, url = sessions[i % lanes]
+        answer = session.post(url, json={"text": text, "source": f"tp:{stream}"}, timeout=60)
+        if answer.status_code not in (201, 202):
+            raise RuntimeError(f"POST answered {answer.status_code}: {answer.text[:300]}")
+    return ids, started
+
+
+def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) -> dict[str, Any]:
+    """One stream through one stack, split over ``lanes`` namespaces: its row of figures."""
+    n = int(params["observations"])
+    texts = make_stream(stream, n, lanes)
+    stats_url = params.get("stats_url")
+    if stats_url:
+        requests.post(f"{stats_url}/reset", timeout=10)
+    before = _server_stats(stats_url)
+    stack.peak_rss = stack.worker_rss()
+    ids, started = _post_stream(stack, texts, lanes, params["run"], stream)
+    _wait_settled(ids, n, float(params.get("timeout", 1800)),
+                  f"{params.get('label', NAME)} {stream} x{lanes}")
+    ended = time.time()
+    after = _server_stats(stats_url)
+    rows = _evidence(ids)
+    committed = [r for r in rows if r[0] == "committed"]
+    last = max((float(r[2]) for r in committed if r[2] is not None), default=ended)
+    elapsed = max(last - started, 1e-6)
+    latencies = [float(r[2]) - float(r[1]) for r in committed if r[2] is not None]
+    row: dict[str, Any] = {
+        "stream": stream, "namespaces": lanes, "observations": n,
+        "facts": sum(t.count(" = ") for t in texts), "repeats": repeats(texts),
+        "committed": len(committed),
+        "failed": sum(r[0] == "failed" for r in rows), "seconds": round(elapsed, 2),
+        "obs_per_s": round(n / elapsed, 3),
+        "evidence_chat_calls_per_obs": round(sum(r[3] for r in rows) / n, 3),
+        "evidence_prompt_tokens_per_obs": round(sum(r[4] for r in rows) / n, 1),
+        "evidence_completion_tokens_per_obs": round(sum(r[5] for r in rows) / n, 1),
+        "latency_p50_s": _round(_pct(latencies, 0.5)),
+        "latency_p95_s": _round(_pct(latencies, 0.95)),
+        "worker_rss_peak_mib": round(stack.peak_rss / 2**20, 1),
+    }
+    if before is not None and after is not None:
+        calls = after["chat_calls"] - before["chat_calls"]
+        row.update({
+            "server_chat_calls": calls, "server_chat_calls_per_obs": round(calls / n, 3),
+            "server_calls_by_job": {
+                job: count - before["counts"].get(job, 0)
+                for job, count in after["counts"].items() if count > before["counts"].get(job, 0)},
+            "server_errors_by_job": {
+                job: count - before["errors"].get(job, 0)
+                for job, count in after["errors"].items() if count > before["errors"].get(job, 0)},
+            "server_prompt_tokens_per_obs": round(
+                (after["prompt_tokens"] - before["prompt_tokens"]) / n, 1),
+            "server_completion_tokens_per_obs": round(
+                (after["completion_tokens"] - before["completion_tokens"]) / n, 1),
+            "extraction_facts_with_head_shown":
+                after["extraction_facts_with_head_shown"]
+                - before["extraction_facts_with_head_shown"],
+            "server_max_in_flight": after["max_in_flight"],
+            "server_max_waiting": after["max_waiting"],
+        })
+    row["evidence_chat_calls"] = sum(r[3] for r in rows)
+    latency = params.get("latency")
+    if latency is None and before is not None and after is not None:
+        # a real endpoint: the mean time its calls held a slot in this measurement
+        calls = after["chat_calls"] - before["chat_calls"]
+        latency = (after["busy_seconds"] - before["busy_seconds"]) / calls if calls else None
+    row["latency_s"] = _round(latency)
+    return add_ideal(row, latency=latency or 0.0, in_flight=int(params["in_flight"]))
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def add_ideal(row: dict[str, Any], *, latency: float, in_flight: int) -> dict[str, Any]:
+    """``ideal = in_flight / (chat calls per observation x latency)``, from the server's count
+    of calls where there is one, and ``ratio = obs/s / ideal``."""
+    calls = row.get("server_chat_calls_per_obs", row["evidence_chat_calls_per_obs"])
+    ideal = in_flight / (calls * latency) if calls and latency else None
+    row["ideal_obs_per_s"] = None if ideal is None else round(ideal, 3)
+    row["ratio"] = None if ideal is None else round(row["obs_per_s"] / ideal, 3)
+    return row
+
+
+def measure(params: dict[str, Any], progress: Any = None) -> dict[str, Any]:
+    """Every stream x namespace count through one stack of the tree this runs in."""
+    cells = [(s, k) for s in params["streams"] for k in params["namespaces"]]
+    stack = Stack(workers=int(params["workers"]), model_url=params["model_url"],
+                  model=params.get("model"), model_concurrency=int(params["model_concurrency"]),
+                  logs=Path(params["logs"])).start()
+    rows = []
+    try:
+        _quiet(params.get("stats_url"))
+        for done, (stream, lanes) in enumerate(cells):
+            rows.append(measure_cell(stack, params, stream, lanes))
+            if progress is not None:
+                progress(done + 1, len(cells))
+    finally:
+        stack.stop()
+    return {"tree": str(stack.root), "rows": rows}
+
+
+# --- the child: one tree, its own PostgreSQL and Redis -------------------------------------------
+
+
+def child(out: Path, params: dict[str, Any]) -> None:
+    import django
+
+    from pmem_site import embedded
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
+    embedded.start()  # this tree's PostgreSQL and Redis, under its PMEM_DATA_DIR
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    out.write_text(json.dumps(measure(params), indent=1))
+
+
+def run_child(label: str, tree: Path, params: dict[str, Any], out_dir: Path) -> dict[str, Any]:
+    """Measure ``tree`` in a process of its own, from that directory, on its own data."""
+    out_dir = out_dir.resolve()  # the child runs in the other tree
+    data = HERE.parent.parent / "var" / "bench-throughput" / f"data-{label}"
+    out = out_dir / f"throughput-{label}.json"
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PMEM_TEST_DB_NAME", "DATABASE_URL", "REDIS_URL")}
+    env.update({"PMEM_DATA_DIR": str(data), "PYTHONPATH": str(tree),
+                "DJANGO_SETTINGS_MODULE": "pmem_site.settings", "PMEM_LOG_LEVEL": "WARNING"})
+    params = {**params, "label": label, "logs": str(out_dir / f"throughput-logs-{label}")}
+    code = (f"import runpy, sys; sys.argv = ['throughput', '--child', {str(out)!r}, "
+            f"{json.dumps(params)!r}]; runpy.run_path({str(HERE)!r}, run_name='__main__')")
+    try:
+        subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True)
+    finally:  # its PostgreSQL and Redis go with it
+        subprocess.run([sys.executable, "-m", "pmem_site.embedded", "stop"], cwd=tree, env=env,
+                       check=False, capture_output=True)
+    return dict(json.loads(out.read_text()))
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
+    child(Path(sys.argv[2]), json.loads(sys.argv[3]))
