@@ -38,6 +38,7 @@ from memory.services import (
     observation_extract,
     observation_fail,
 )
+from memory.services.ahead import PreparationTimedOut
 from memory.services.frontier import frontier_flush_all
 from memory.services.limits import namespace_head_fail, observation_fail_if_unextracted
 from memory.services.sweep import observation_lease, observation_lease_end, observations_unheld
@@ -241,7 +242,8 @@ def _drain(namespace_id: int, started: float) -> str:
     chunk = _drain_chunk()
     try:
         if not runs_locally():  # the drain keeps observations in preparation: one long call
-            namespace_drain(namespace_id=namespace_id, deadline=deadline)
+            namespace_drain(namespace_id=namespace_id, deadline=deadline,
+                            give_up_at=None if soft is None else started + soft - 1.0)
             if deadline is not None and time.monotonic() >= deadline:
                 _hand_on(namespace_id)
                 return "continued"
@@ -254,9 +256,12 @@ def _drain(namespace_id: int, started: float) -> str:
         if not _past_soft_limit(exc, started):
             raise
         connection.close()
-        namespace_head_fail(namespace_id=namespace_id, error=(
-            f"time limit: preparing or committing it took over {soft:g} s"
-            " (PMEM_TASK_SOFT_TIME_LIMIT)"))
+        error = (f"time limit: preparing or committing it took over {soft:g} s"
+                 " (PMEM_TASK_SOFT_TIME_LIMIT)")
+        if isinstance(exc, PreparationTimedOut):  # the drain says which one
+            observation_fail(evidence_id=exc.evidence_id, error=error, reason="time_limit")
+        else:
+            namespace_head_fail(namespace_id=namespace_id, error=error)
         _hand_on(namespace_id)
         return "time limit"
     return "ok"

@@ -56,6 +56,8 @@ log = logging.getLogger("pmem.observations")
 #: Plans made again for one observation before the freshest is applied as it is: only a
 #: writer outside the drain (none of ours) could keep changing what it read.
 _REPLANS = 3
+#: How often the drain's thread wakes while it waits on the pool.
+_WAKE_S = 0.2
 
 T = TypeVar("T")
 _pool_lock = threading.Lock()
@@ -85,14 +87,25 @@ def _retry_leased(evidence: Evidence) -> bool:
             and evidence.lease_until > timezone.now() + sweep_every())
 
 
-def drain_ahead(namespace_id: int, *, room: int | None, deadline: float | None) -> int:
+class PreparationTimedOut(Exception):
+    """The head (``evidence_id``) was still being prepared when the caller's patience ran
+    out (a task's soft time limit is near): the caller fails it with the reason."""
+
+    def __init__(self, evidence_id: int) -> None:
+        super().__init__(f"evidence {evidence_id} is still being prepared")
+        self.evidence_id = evidence_id
+
+
+def drain_ahead(namespace_id: int, *, room: int | None, deadline: float | None,
+                give_up_at: float | None = None) -> int:
     """Commit the namespace's next observations in seq order, preparing those behind the
     head meanwhile. The caller holds the drain lock. Stops when the line is empty or its
     head is not to be taken now, after ``room`` commits, or past ``deadline`` (monotonic,
     checked between commits: a head being prepared is waited for, and the task's soft time
     limit ends that wait). Raises :class:`ModelUnavailable` naming the head when the model
-    cannot be reached for it."""
-    line = _Line(namespace_id, threaded=_threaded())
+    cannot be reached for it, and :class:`PreparationTimedOut` when the head is still being
+    prepared at ``give_up_at`` (monotonic)."""
+    line = _Line(namespace_id, threaded=_threaded(), give_up_at=give_up_at)
     committed = 0
     try:
         while room is None or committed < room:
@@ -118,8 +131,10 @@ class _Line:
     none of those names one of its keys (a plan made before such a one commits would be
     stale for certain: it is planned at its turn instead, on the state that one leaves)."""
 
-    def __init__(self, namespace_id: int, *, threaded: bool) -> None:
+    def __init__(self, namespace_id: int, *, threaded: bool,
+                 give_up_at: float | None = None) -> None:
         self.namespace_id = namespace_id
+        self.give_up_at = give_up_at
         self.threaded = threaded
         self.width = max(1, int(settings.PMEM_MODEL_CONCURRENCY)) if threaded else 1
         self.order: list[int] = []  # the window, in seq order
@@ -158,12 +173,16 @@ class _Line:
                     if head.pk in self.extracted and self.extracted[head.pk] is None:
                         return None
                     return _ready(head.pk)  # nothing in flight for it: here, now
-                wait([f for f in self._futures() if not f.done()],
+                # The task's time limit is kept here, not left to its signal: one that
+                # reaches a pool thread is not seen by this one in time.
+                if self.give_up_at is not None and time.monotonic() >= self.give_up_at:
+                    raise PreparationTimedOut(head.pk)
+                wait([f for f in self._futures() if not f.done()], timeout=_WAKE_S,
                      return_when=FIRST_COMPLETED)
         except ModelUnavailable as exc:
             exc.evidence_id = exc.evidence_id or head.pk
             raise
-        except (OperationalError, InterfaceError, SoftTimeLimitExceeded):
+        except (OperationalError, InterfaceError, SoftTimeLimitExceeded, PreparationTimedOut):
             raise  # an outage, or the task's time is up: the task deals with it
         except Exception as exc:  # a bug must not hold the namespace back forever
             log.exception("preparing evidence %s failed", head.pk)

@@ -353,13 +353,15 @@ def _ready(evidence: Evidence, local: bool) -> bool:
 
 
 def namespace_drain(*, namespace_id: int, limit: int | None = None,
-                    deadline: float | None = None) -> int:
+                    deadline: float | None = None, give_up_at: float | None = None) -> int:
     """Commit every observation of the namespace that is next in seq order.
 
     Only one drainer runs per namespace (``pg_try_advisory_lock``); a caller that does not
     get the lock returns at once, because the holder re-checks after releasing it (so an
     observation extracted meanwhile is never stranded). Returns how many it committed. It
-    stops after ``limit`` commits, or once ``deadline`` (``time.monotonic()``) has passed.
+    stops after ``limit`` commits, or once ``deadline`` (``time.monotonic()``) has passed;
+    with a model, a head still being prepared at ``give_up_at`` raises
+    ``PreparationTimedOut`` (a task's soft time limit, kept without its signal).
 
     With a model, the next ``PMEM_MODEL_CONCURRENCY`` observations are extracted and planned
     ahead on threads while the head commits, each plan checked against what it read before
@@ -385,7 +387,8 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None,
             else:
                 from .ahead import drain_ahead  # it builds on this module
 
-                committed += drain_ahead(namespace_id, room=room, deadline=deadline)
+                committed += drain_ahead(namespace_id, room=room, deadline=deadline,
+                                         give_up_at=give_up_at)
         finally:
             _unlock(namespace_id)
         if (limit and committed >= limit) or (deadline is not None and time.monotonic()
