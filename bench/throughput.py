@@ -368,6 +368,17 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
     return add_ideal(row, latency=latency or 0.0, in_flight=int(params["in_flight"]))
 
 
+def _warm_up(stack: Stack, params: dict[str, Any]) -> None:
+    """A few observations over as many namespaces as worker processes, not measured: each
+    process's first model call, thread pool and connections are set up before the first cell
+    (else the first cell measured carries seconds of start-up that the others do not)."""
+    workers = max(1, int(params["workers"]))
+    texts = make_stream("distinct", 4 * workers, workers, seed=7)
+    ids, _ = _post_stream(stack, texts, workers, params["run"], "warm-up")
+    _wait_settled(ids, len(texts), float(params.get("timeout", 1800)), "warm-up")
+    _quiet(params.get("stats_url"))
+
+
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
@@ -391,6 +402,7 @@ def measure(params: dict[str, Any], progress: Any = None) -> dict[str, Any]:
     rows = []
     try:
         _quiet(params.get("stats_url"))
+        _warm_up(stack, params)
         for done, (stream, lanes) in enumerate(cells):
             rows.append(measure_cell(stack, params, stream, lanes))
             if progress is not None:

@@ -41,6 +41,7 @@ from memory.services import (
 from memory.services.ahead import PreparationTimedOut
 from memory.services.frontier import frontier_flush_all
 from memory.services.limits import namespace_head_fail, observation_fail_if_unextracted
+from memory.services.observations import namespace_draining
 from memory.services.sweep import observation_lease, observation_lease_end, observations_unheld
 
 log = logging.getLogger("pmem.tasks")
@@ -123,10 +124,12 @@ def process_observation(self: Task, evidence_id: int) -> str:
         namespace_id = Evidence.objects.values_list("namespace_id", flat=True).get(pk=evidence_id)
         if not runs_locally():
             # A task that gets the drain prepares its observation there, with those behind
-            # it, in parallel; one that does not extracts its own meanwhile, then drains.
+            # it, in parallel; one that finds another task draining leaves it to that one
+            # (extracting it here would only hold this process, and the drain's pipeline
+            # behind it, to one call at a time).
             drained = _drain(namespace_id, started)
-            if not _unsettled(evidence_id):
-                return drained
+            if not _unsettled(evidence_id) or namespace_draining(namespace_id):
+                return drained  # done, or the drain of another task will prepare it
         try:
             observation_extract(evidence_id=evidence_id)
         except Exception as exc:

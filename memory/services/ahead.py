@@ -32,7 +32,6 @@ from typing import Any, TypeVar
 from billiard.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
-from django.utils import timezone
 
 from memory import metrics
 from memory.domain import UNSETTLED_STATES, normalize_key
@@ -47,9 +46,9 @@ from .observations import (
     _prepare,
     _Prepared,
     observation_fail,
+    retry_leased,
 )
 from .planning import ModelUnavailable
-from .sweep import sweep_every
 
 log = logging.getLogger("pmem.observations")
 
@@ -77,14 +76,6 @@ def _threads() -> ThreadPoolExecutor:
 
 def _threaded() -> bool:
     return int(settings.PMEM_MODEL_CONCURRENCY) > 1 and not connection.in_atomic_block
-
-
-def _retry_leased(evidence: Evidence) -> bool:
-    """Is a task due back for it after a retry's countdown? (Longer than a queued message's
-    lease.) The drain leaves such an observation to that task rather than ask the model that
-    just failed it again."""
-    return (evidence.extracted is None and evidence.lease_until is not None
-            and evidence.lease_until > timezone.now() + sweep_every())
 
 
 class PreparationTimedOut(Exception):
@@ -145,7 +136,7 @@ class _Line:
     def advance(self) -> Evidence | None:
         """The head of the line, after the window is topped up; None: stop here."""
         line = _next_unsettled(self.namespace_id, self.width)
-        if not line or _retry_leased(line[0]):
+        if not line or retry_leased(line[0]):
             return None
         self.order = [e.pk for e in line]
         for evidence in line:
@@ -153,7 +144,7 @@ class _Line:
                 continue
             if evidence.extracted is not None:
                 self.extracted[evidence.pk] = evidence
-            elif self.threaded and not _retry_leased(evidence):
+            elif self.threaded and not retry_leased(evidence):
                 self.extracting[evidence.pk] = self._submit(_extracted, evidence.pk)
         return line[0]
 

@@ -412,13 +412,34 @@ def _drain_locally(namespace_id: int, room: int | None) -> int:
 
 
 def _more_to_do(namespace_id: int) -> bool:
-    """After releasing the lock: is there a head this drainer should come back for (ready,
-    or held by no live task)?"""
+    """After releasing the lock: is there a head this drainer should come back for? Without
+    a model: one that is ready, or held by no live task. With one, any head but one a task
+    is due back for after a retry: tasks leave their observations to the drain that holds
+    the namespace, which takes whatever arrived while it held it."""
     following = _next_unsettled(namespace_id)
     if not following:
         return False
     head = following[0]
-    return _ready(head, runs_locally()) or _unheld(head)
+    if not runs_locally():
+        return not retry_leased(head)
+    return _ready(head, True) or _unheld(head)
+
+
+def retry_leased(evidence: Evidence) -> bool:
+    """Is a task due back for it after a retry's countdown? (A lease longer than a queued
+    message's.) A drain leaves such an observation to that task rather than ask the model
+    that just failed it again."""
+    return (evidence.extracted is None and evidence.lease_until is not None
+            and evidence.lease_until > timezone.now() + timedelta(
+                seconds=max(1.0, float(settings.PMEM_SWEEP_EVERY))))
+
+
+def namespace_draining(namespace_id: int) -> bool:
+    """Does a drainer (a live session) hold the namespace now?"""
+    if not _try_lock(namespace_id):
+        return True
+    _unlock(namespace_id)
+    return False
 
 
 def lease_expired(evidence: Evidence) -> bool:
@@ -730,6 +751,7 @@ def observations_ingest(*, namespace: Namespace, observations: list[dict[str, An
 
 __all__ = [
     "ExtractionFailed", "Recorded", "evidence_text", "extract_facts", "namespace_drain",
+    "namespace_draining",
     "observation_commit", "observation_extract", "observation_fail",
     "observation_ingest", "observation_record", "observation_retry", "observations_ingest",
     "observations_record",
