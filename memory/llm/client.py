@@ -191,8 +191,9 @@ class ModelClient:
                    kind: str) -> ChatResult:
         if endpoint_forms.get(self.base_url, self.model) is None and len(self.forms) > 1:
             with endpoint_forms.negotiation(self.base_url, self.model):
-                return self._chat_json_in(messages, schema, schema_name, temperature,
-                                          max_tokens, kind)
+                if endpoint_forms.get(self.base_url, self.model) is None:  # still unknown
+                    return self._chat_json_in(messages, schema, schema_name, temperature,
+                                              max_tokens, kind)
         return self._chat_json_in(messages, schema, schema_name, temperature, max_tokens, kind)
 
     def _chat_json_in(self, messages: list[dict[str, str]], schema: dict[str, Any],

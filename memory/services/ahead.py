@@ -135,9 +135,14 @@ class _Line:
 
     def advance(self) -> Evidence | None:
         """The head of the line, after the window is topped up; None: stop here."""
+        line = self._top_up()
+        return line[0] if line and not retry_leased(line[0]) else None
+
+    def _top_up(self) -> list[Evidence]:
+        """The next observations in seq order (the window), each one's extraction started
+        unless done or due to a task's retry. Also run while the head is awaited: what
+        arrives meanwhile is extracted meanwhile (its task leaves it to this drain)."""
         line = _next_unsettled(self.namespace_id, self.width)
-        if not line or retry_leased(line[0]):
-            return None
         self.order = [e.pk for e in line]
         for evidence in line:
             if evidence.pk in self.extracting or evidence.pk in self.extracted:
@@ -146,7 +151,7 @@ class _Line:
                 self.extracted[evidence.pk] = evidence
             elif self.threaded and not retry_leased(evidence):
                 self.extracting[evidence.pk] = self._submit(_extracted, evidence.pk)
-        return line[0]
+        return line
 
     def prepared(self, head: Evidence) -> _Prepared | None:
         """The head, prepared: wait for whatever is in flight, planning behind it meanwhile."""
@@ -170,6 +175,8 @@ class _Line:
                     raise PreparationTimedOut(head.pk)
                 wait([f for f in self._futures() if not f.done()], timeout=_WAKE_S,
                      return_when=FIRST_COMPLETED)
+                if self.threaded:
+                    self._top_up()
         except ModelUnavailable as exc:
             exc.evidence_id = exc.evidence_id or head.pk
             raise

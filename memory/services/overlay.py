@@ -130,9 +130,10 @@ class Overlay:
     def withdrawn_target(self, key: str, value: str | None) -> int | None:
         """The version a 'reported in error' fact names (:func:`~memory.domain.policy.
         withdrawn_target`): this batch's versions first (they are newer), then the stored
-        ones with the status the overlay gives them. By the cell's own key, not an alias."""
+        ones with the status the overlay gives them. A registered alias names its key's cell
+        (SPEC §5.3), for a withdrawal as for any fact."""
         cell = self.cells.get(key)
-        if not value or cell is None or cell.key != key:
+        if not value or cell is None:
             return None
         mine = sorted((r for r in self.by_cell.get(cell.pk, ()) if r.new), key=lambda r: r.id)
         return withdrawn_target(itertools.chain(

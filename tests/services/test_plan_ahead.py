@@ -134,3 +134,19 @@ def test_a_plan_made_stale_by_an_earlier_commit_is_made_again(model, settings):
     assert head.value == "Lisbon"
     assert model.max_in_flight > 1
     assert metrics.PLANS_REDONE._value.get() - redone >= 2
+
+
+def test_a_value_withdrawn_under_an_alias_of_its_key_is_revoked(model, settings):
+    """Once soft identity made ``city_alice_home`` an alias of ``alice_home_city``, a fact
+    under the alias is a fact of that key — a withdrawal too."""
+    settings.PMEM_MODEL_CONCURRENCY = 1
+    ns = Namespace.objects.create(name="alias")
+    for line in ("alice_home_city = Lisbon", "city_alice_home = Porto",
+                 "Withdrawn: city_alice_home = Porto"):
+        observation_ingest(namespace=ns, text=f"{PREAMBLE}\n{line}")
+    assert list(KeyAlias.objects.filter(namespace=ns).values_list("alias", flat=True)) == [
+        "city_alice_home"]
+    ops = list(Operation.objects.filter(namespace=ns).exclude(type="reinstate")
+               .order_by("seq", "id").values_list("type", "value"))
+    assert ops == [("accept", "Lisbon"), ("accept", "Porto"), ("revoke", "Porto")]
+    assert Version.objects.get(cell__namespace=ns, status="active").value == "Lisbon"
