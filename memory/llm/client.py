@@ -112,6 +112,10 @@ def note_failure(kind: str, failure: ModelError | None) -> None:
         metrics.MODEL_ERRORS.labels(kind=kind, reason=failure.reason).inc()
 
 
+#: How long a call waits for another thread's negotiation of the endpoint's form.
+_NEGOTIATION_WAIT_S = 5.0
+
+
 class ModelClient:
     """Chat (JSON-schema constrained or plain text) and embeddings against OpenAI-compatible
     endpoints. ``embed_base_url``/``embed_model`` default to the chat endpoint and model.
@@ -190,10 +194,17 @@ class ModelClient:
                    schema_name: str, temperature: float, max_tokens: int | None,
                    kind: str) -> ChatResult:
         if endpoint_forms.get(self.base_url, self.model) is None and len(self.forms) > 1:
-            with endpoint_forms.negotiation(self.base_url, self.model):
+            # One thread finds the form while the others wait for it — for a while only: a
+            # first answer that is slow in coming must not hold every other call back.
+            lock = endpoint_forms.negotiation(self.base_url, self.model)
+            held = lock.acquire(timeout=_NEGOTIATION_WAIT_S)
+            try:
                 if endpoint_forms.get(self.base_url, self.model) is None:  # still unknown
                     return self._chat_json_in(messages, schema, schema_name, temperature,
                                               max_tokens, kind)
+            finally:
+                if held:
+                    lock.release()
         return self._chat_json_in(messages, schema, schema_name, temperature, max_tokens, kind)
 
     def _chat_json_in(self, messages: list[dict[str, str]], schema: dict[str, Any],

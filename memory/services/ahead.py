@@ -24,9 +24,11 @@ import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
+from functools import partial
 from typing import Any, TypeVar
 
 from billiard.exceptions import SoftTimeLimitExceeded
@@ -57,6 +59,13 @@ log = logging.getLogger("pmem.observations")
 _REPLANS = 3
 #: How often the drain's thread wakes while it waits on the pool.
 _WAKE_S = 0.2
+
+#: Plans finished after the drain that asked for them stopped (its deadline, a time limit):
+#: the next drain of this process takes them instead of asking the model again (the
+#: basis check at the commit still decides whether they hold).
+_KEEP = 256
+_kept: OrderedDict[int, _Prepared] = OrderedDict()
+_kept_lock = threading.Lock()
 
 T = TypeVar("T")
 _pool_lock = threading.Lock()
@@ -197,6 +206,8 @@ class _Line:
     def close(self) -> None:
         for future in self._futures():
             future.cancel()
+        for pk, planned in self.planning.items():
+            planned.add_done_callback(partial(_keep, pk))
 
     def _futures(self) -> list[Future[Any]]:
         return [*self.extracting.values(), *self.planning.values()]  # not started yet; a running one finishes and is forgotten
@@ -222,8 +233,31 @@ class _Line:
             evidence = self.extracted.get(pk)
             keys = _keys(evidence)
             if pk not in self.planning and evidence is not None and not keys & names:
-                self.planning[pk] = self._submit(_planned, pk)
+                self.planning[pk] = _from_kept(pk) or self._submit(_planned, pk)
             names |= keys
+
+
+def _keep(evidence_id: int, done: Future[_Prepared | None]) -> None:
+    if done.cancelled() or done.exception() is not None:
+        return
+    prepared = done.result()
+    if prepared is None:
+        return
+    with _kept_lock:
+        _kept[evidence_id] = prepared
+        while len(_kept) > _KEEP:
+            _kept.popitem(last=False)
+
+
+def _from_kept(evidence_id: int) -> Future[_Prepared | None] | None:
+    """A plan an earlier drain of this process left, as a finished future."""
+    with _kept_lock:
+        prepared = _kept.pop(evidence_id, None)
+    if prepared is None:
+        return None
+    future: Future[_Prepared | None] = Future()
+    future.set_result(prepared)
+    return future
 
 
 def _keys(evidence: Evidence | None) -> set[str]:
