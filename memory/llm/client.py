@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -116,6 +117,22 @@ def note_failure(kind: str, failure: ModelError | None) -> None:
 _NEGOTIATION_WAIT_S = 5.0
 
 
+def _negotiated(client: ModelClient, call: Callable[[], ChatResult]) -> ChatResult:
+    """``call`` — once the endpoint's structured-output form is known, or while this thread
+    finds it: one thread negotiates while the others wait for what it finds, for a while
+    only (a first answer slow in coming must not hold every other call back)."""
+    if endpoint_forms.get(client.base_url, client.model) is None and len(client.forms) > 1:
+        lock = endpoint_forms.negotiation(client.base_url, client.model)
+        held = lock.acquire(timeout=_NEGOTIATION_WAIT_S)
+        try:
+            if endpoint_forms.get(client.base_url, client.model) is None:  # still unknown
+                return call()
+        finally:
+            if held:
+                lock.release()
+    return call()
+
+
 class ModelClient:
     """Chat (JSON-schema constrained or plain text) and embeddings against OpenAI-compatible
     endpoints. ``embed_base_url``/``embed_model`` default to the chat endpoint and model.
@@ -193,19 +210,8 @@ class ModelClient:
     def _chat_json(self, messages: list[dict[str, str]], schema: dict[str, Any],
                    schema_name: str, temperature: float, max_tokens: int | None,
                    kind: str) -> ChatResult:
-        if endpoint_forms.get(self.base_url, self.model) is None and len(self.forms) > 1:
-            # One thread finds the form while the others wait for it — for a while only: a
-            # first answer that is slow in coming must not hold every other call back.
-            lock = endpoint_forms.negotiation(self.base_url, self.model)
-            held = lock.acquire(timeout=_NEGOTIATION_WAIT_S)
-            try:
-                if endpoint_forms.get(self.base_url, self.model) is None:  # still unknown
-                    return self._chat_json_in(messages, schema, schema_name, temperature,
-                                              max_tokens, kind)
-            finally:
-                if held:
-                    lock.release()
-        return self._chat_json_in(messages, schema, schema_name, temperature, max_tokens, kind)
+        return _negotiated(self, lambda: self._chat_json_in(
+            messages, schema, schema_name, temperature, max_tokens, kind))
 
     def _chat_json_in(self, messages: list[dict[str, str]], schema: dict[str, Any],
                       schema_name: str, temperature: float, max_tokens: int | None,
