@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 from memory import metrics
 from memory.llm.client import endpoint_forms
@@ -95,15 +96,17 @@ def test_planning_ahead_on_threads_gives_the_graph_serial_planning_gives(model, 
     planned_ahead = 0
     for seed in range(STREAMS):
         observations = stream(seed)
-        settings.PMEM_MODEL_CONCURRENCY = 1
+        # override_settings, not the fixture: the fixture nests one level per assignment,
+        # and hundreds of streams would run Django's settings lookup out of stack.
         model.delay("extraction", 0)
         serial = Namespace.objects.create(name=f"serial-{seed}")
-        for item in observations:
-            observation_ingest(namespace=serial, **item)
-        settings.PMEM_MODEL_CONCURRENCY = 8
+        with override_settings(PMEM_MODEL_CONCURRENCY=1):
+            for item in observations:
+                observation_ingest(namespace=serial, **item)
         model.delay("extraction", 0.05)  # the calls overlap for certain: in flight together
         ahead = Namespace.objects.create(name=f"ahead-{seed}")
-        observations_ingest(namespace=ahead, observations=observations)
+        with override_settings(PMEM_MODEL_CONCURRENCY=8):
+            observations_ingest(namespace=ahead, observations=observations)
         planned_ahead += len(observations)
         if graph(serial) != graph(ahead):
             differ.append(seed)
