@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from celery import Celery
@@ -23,6 +24,17 @@ def _start_embedded_services(**_: Any) -> None:
     from . import embedded
 
     embedded.start()
+
+
+@worker_init.connect
+def _share_model_calls_per_host(**_: Any) -> None:
+    """A worker's processes (the pool forks from this one) share one cap on model calls in
+    flight: ``PMEM_MODEL_CONCURRENCY`` is per worker host, whatever ``PMEM_WORKERS`` is."""
+    from django.conf import settings
+
+    from memory.llm.configured import share_calls_per_host
+
+    share_calls_per_host(Path(settings.PMEM_DATA_DIR) / "run" / "model-slots")
 
 
 @worker_ready.connect

@@ -20,6 +20,7 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from memory import metrics
@@ -157,6 +158,7 @@ class ModelClient:
         backoff_cap: float = 8.0,
         structured_output: str = "auto",
         max_tokens: int | None = None,
+        slots_root: Path | None = None,
     ) -> None:
         if structured_output != "auto" and structured_output not in FORMS:
             raise ValueError(f"structured_output must be 'auto' or one of {FORMS}")
@@ -181,8 +183,9 @@ class ModelClient:
             if self.embed_base_url == base_url and not embed_api_key
             else sdk_client(self.embed_base_url, embed_api_key or api_key or "EMPTY", timeout)
         )
-        self._chat_sem = endpoint_semaphore(base_url, concurrency)
-        self._embed_sem = endpoint_semaphore(self.embed_base_url, concurrency)
+        # With ``slots_root`` the cap holds for every process of the host together.
+        self._chat_sem = endpoint_semaphore(base_url, concurrency, slots_root)
+        self._embed_sem = endpoint_semaphore(self.embed_base_url, concurrency, slots_root)
 
     def _backoff(self, attempt: int) -> float:
         return float(min(self.backoff_cap, self.backoff_base * 2 ** (attempt - 1)))

@@ -5,12 +5,29 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .client import ModelClient
 
 _CHAT_MODEL_OFF: ContextVar[bool] = ContextVar("pmem_chat_model_off", default=False)
+
+# Where a worker process's clients keep the host's slots (set when a worker starts).
+_HOST_SLOTS: list[Path] = []
+
+
+def share_calls_per_host(root: Path) -> None:
+    """From now on this process's clients share their cap on calls in flight with every
+    process of the host that says the same (``memory.llm.hostslots``): a worker host's
+    processes together keep at most ``PMEM_LLM_CONCURRENCY`` calls open. Web processes do
+    not: a reader's request must not queue behind a backlog of ingest's calls."""
+    _HOST_SLOTS[:] = [root]
+
+
+def host_slots_root() -> Path | None:
+    """Where this process's clients keep the host's slots; None: a cap per process."""
+    return _HOST_SLOTS[0] if _HOST_SLOTS else None
 
 
 @contextmanager
@@ -51,6 +68,7 @@ def client_from_settings(**overrides: Any) -> ModelClient | None:
         "embed_request_dimensions": settings.PMEM_EMBED_REQUEST_DIMENSIONS,
         "structured_output": settings.PMEM_LLM_STRUCTURED_OUTPUT or "auto",
         "max_tokens": settings.PMEM_LLM_MAX_TOKENS or None,
+        "slots_root": host_slots_root(),
     }
     options.update(overrides)
     return ModelClient(**options)

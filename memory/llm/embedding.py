@@ -25,6 +25,7 @@ from threadpoolctl import threadpool_limits
 
 from . import minilm
 from .client import ModelClient
+from .configured import host_slots_root
 
 DEFAULT_DIM = 384
 
@@ -266,6 +267,7 @@ def _build_embedder() -> Embedder:
             concurrency=settings.PMEM_LLM_CONCURRENCY,
             embed_dim=dim,
             embed_request_dimensions=settings.PMEM_EMBED_REQUEST_DIMENSIONS,
+            slots_root=host_slots_root(),  # embedding calls count against the host's cap too
         )
         return RemoteEmbedder(client)
     if settings.PMEM_EMBEDDER == "minilm":

@@ -3,8 +3,9 @@ faults with exponential backoff (honouring ``Retry-After``), every attempt timed
 
 Retries are ours (the SDK's are disabled) so that the policy is explicit: 429, 5xx, connection
 errors and timeouts are retried; any other fault (400, 401, 404, ...) is final. Concurrency is
-capped per endpoint by a semaphore shared by every client in the process, so many Celery
-threads cannot overload one vLLM server.
+capped per endpoint by a semaphore shared by every client of the host (``hostslots``: every
+process of a worker host together) or, for a client made without a slot directory, of the
+process, so many worker threads and processes cannot overload one vLLM server.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import openai
@@ -22,6 +24,7 @@ from memory import metrics
 
 from .errors import TransportError, UnsupportedForm
 from .forms import unsupported_form
+from .hostslots import HostSemaphore, slot_directory
 
 log = logging.getLogger("pmem.llm")
 
@@ -29,19 +32,24 @@ T = TypeVar("T")
 _RETRY_AFTER_CAP_S = 60.0
 
 # One semaphore per endpoint for the whole process: the cap protects the server, not a client.
-_SEMAPHORES: dict[tuple[str, int], threading.BoundedSemaphore] = {}
+Semaphore = threading.BoundedSemaphore | HostSemaphore
+_SEMAPHORES: dict[tuple[str, int, Path | None], Semaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
 
 
-def endpoint_semaphore(base_url: str, concurrency: int) -> threading.BoundedSemaphore:
-    """The process-wide semaphore of clients of ``base_url`` with this cap: every client
-    built from the settings shares one. Keyed by the cap too, so a client asking for another
-    cap (or a new server on a reused port, in tests) never inherits a stale size."""
-    key = (base_url.rstrip("/"), max(1, concurrency))
+def endpoint_semaphore(base_url: str, concurrency: int,
+                       slots_root: Path | None = None) -> Semaphore:
+    """The semaphore of clients of ``base_url`` with this cap: with ``slots_root`` (the
+    settings' client) one shared by every process of the host, else one per process.
+    Keyed by the cap too, so a client asking for another cap (or a new server on a reused
+    port, in tests) never inherits a stale size."""
+    key = (base_url.rstrip("/"), max(1, concurrency), slots_root)
     with _SEMAPHORES_LOCK:
         sem = _SEMAPHORES.get(key)
         if sem is None:
-            sem = _SEMAPHORES[key] = threading.BoundedSemaphore(key[1])
+            sem = _SEMAPHORES[key] = (
+                threading.BoundedSemaphore(key[1]) if slots_root is None
+                else HostSemaphore(slot_directory(slots_root, key[0], key[1]), key[1]))
         return sem
 
 
@@ -63,7 +71,7 @@ def sdk_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
         return client
 
 
-def with_retries(call: Callable[[], T], semaphore: threading.BoundedSemaphore, max_retries: int,
+def with_retries(call: Callable[[], T], semaphore: Semaphore, max_retries: int,
                  backoff: Callable[[int], float], structured: bool = False,
                  kind: str = "other") -> tuple[T, int]:
     """Run ``call`` under the endpoint semaphore, retrying transient faults.

@@ -1,0 +1,30 @@
+"""``PMEM_MODEL_CONCURRENCY`` caps the model calls in flight of a worker host, whatever
+``PMEM_WORKERS`` is: two prefork processes draining two namespaces share one cap."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.worker import reset_server
+from tests.tasks.helpers import assert_memory_consistent, heads, settle, submit, told
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+
+def test_two_worker_processes_keep_the_hosts_cap(celery_worker_proc, llm_server,
+                                                 make_namespace):
+    reset_server(llm_server)
+    llm_server.delay("extraction", 0.4)  # long enough for both processes' drains to overlap
+    worker = celery_worker_proc(llm=llm_server, concurrency=2, PMEM_MODEL_CONCURRENCY="2")
+    spaces = [make_namespace(), make_namespace()]
+    evidence = []
+    for i in range(4):
+        for n, space in enumerate(spaces):
+            evidence += submit(space, told(f"item{i}x{n} place = shelf {i}"))
+
+    assert set(settle(evidence, worker, timeout=60)) == {"committed"}
+    # Each process alone could keep 2 in flight (its drain prepares 2 ahead): together, 2.
+    assert llm_server.max_in_flight == 2
+    for n, space in enumerate(spaces):
+        assert heads(space) == {f"item{i}x{n}_place": f"shelf {i}" for i in range(4)}
+        assert_memory_consistent(space)
