@@ -12,6 +12,12 @@ read: memory.services.basis) is checked, and when an earlier commit changed any 
 observation is planned again, there and then. The result is the one planning each
 observation after the previous one committed would give.
 
+Threads the namespace leaves idle (its line is shorter than the window) extract the oldest
+observations of other namespaces that nobody is extracting, under their claims: a worker
+process drains one namespace at a time, and without this many small namespaces would keep
+the model server as idle as one would. Only extraction is taken so: a plan needs its
+namespace's drain, which finds the extraction stored and makes no call for it.
+
 Inside a transaction the caller already holds (a test's), or with a concurrency of 1, the
 observations are prepared one at a time on the caller's connection: threads could not see
 what that transaction holds.
@@ -47,10 +53,12 @@ from .observations import (
     _next_unsettled,
     _prepare,
     _Prepared,
+    observation_extract,
     observation_fail,
     retry_leased,
 )
 from .planning import ModelUnavailable
+from .sweep import observations_unclaimed_elsewhere
 
 log = logging.getLogger("pmem.observations")
 
@@ -141,6 +149,7 @@ class _Line:
         self.extracting: dict[int, Future[Evidence | None]] = {}
         self.extracted: dict[int, Evidence | None] = {}
         self.planning: dict[int, Future[_Prepared | None]] = {}
+        self.elsewhere: dict[int, Future[None]] = {}  # other namespaces' extractions
 
     def advance(self) -> Evidence | None:
         """The head of the line, after the window is topped up; None: stop here."""
@@ -160,7 +169,27 @@ class _Line:
                 self.extracted[evidence.pk] = evidence
             elif self.threaded and not retry_leased(evidence):
                 self.extracting[evidence.pk] = self._submit(_extracted, evidence.pk)
+        if self.threaded:
+            self._extract_elsewhere()
         return line
+
+    def _extract_elsewhere(self) -> None:
+        """Give the threads this namespace leaves idle to other namespaces' extractions."""
+        self.elsewhere = {pk: f for pk, f in self.elsewhere.items() if not f.done()}
+        busy = sum(not f.done() for f in self._futures()) + len(self.elsewhere)
+        if busy >= self.width:
+            return
+        with _elsewhere_lock:  # not what another drain of this process is extracting
+            if time.monotonic() < _elsewhere_paused[0]:
+                return
+            taken = list(_elsewhere_taken)
+        for pk in observations_unclaimed_elsewhere(
+                namespace_id=self.namespace_id, limit=self.width - busy, skip=taken):
+            with _elsewhere_lock:
+                _elsewhere_taken.add(pk)
+            future = self._submit(_extracted_elsewhere, pk)
+            future.add_done_callback(partial(_untake, pk))  # also when cancelled unstarted
+            self.elsewhere[pk] = future
 
     def prepared(self, head: Evidence) -> _Prepared | None:
         """The head, prepared: wait for whatever is in flight, planning behind it meanwhile."""
@@ -204,13 +233,14 @@ class _Line:
         self.extracting.pop(evidence_id, None)
 
     def close(self) -> None:
-        for future in self._futures():
+        # Not started yet: cancelled. A running one finishes and is forgotten.
+        for future in [*self._futures(), *self.elsewhere.values()]:
             future.cancel()
         for pk, planned in self.planning.items():
             planned.add_done_callback(partial(_keep, pk))
 
     def _futures(self) -> list[Future[Any]]:
-        return [*self.extracting.values(), *self.planning.values()]  # not started yet; a running one finishes and is forgotten
+        return [*self.extracting.values(), *self.planning.values()]
 
     def _submit(self, job: Callable[..., T], *args: object) -> Future[T]:
         return _threads().submit(contextvars.copy_context().run, job, *args)
@@ -275,6 +305,33 @@ def _extracted(evidence_id: int) -> Evidence | None:
             _extract_waiting(evidence_id)
             evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
         return evidence if evidence.state in UNSETTLED_STATES else None
+    finally:
+        connection.close()
+
+
+_elsewhere_lock = threading.Lock()
+_elsewhere_taken: set[int] = set()  # submitted by a drain of this process, not done
+_elsewhere_paused = [0.0]  # monotonic: no extraction for other namespaces before this
+
+
+def _untake(evidence_id: int, _: Future[None]) -> None:
+    with _elsewhere_lock:
+        _elsewhere_taken.discard(evidence_id)
+
+
+def _extracted_elsewhere(evidence_id: int) -> None:
+    """On a thread: extract another namespace's observation if nobody has claimed it (one
+    that is claimed is being extracted; the drain of its namespace will find it stored).
+    What goes wrong is left to that namespace's own task: it extracts it again, and its
+    retries and time limits apply there. A model that failed here is left alone by this
+    process's drains for ``PMEM_SWEEP_EVERY``: they would only add calls to a server in
+    trouble, ahead of the tasks whose retries wait it out."""
+    try:
+        observation_extract(evidence_id=evidence_id)
+    except Exception as exc:
+        log.info("extracting evidence %s ahead of its namespace failed: %s", evidence_id, exc)
+        with _elsewhere_lock:
+            _elsewhere_paused[0] = time.monotonic() + max(1.0, float(settings.PMEM_SWEEP_EVERY))
     finally:
         connection.close()
 

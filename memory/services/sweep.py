@@ -35,17 +35,32 @@ from memory.models import Evidence
 #: only those whose lease ran out. A namespace being drained is no exception: the drain
 #: holds its head, not the observations behind it, which are extracted in parallel by the
 #: tasks queued for them (the drain extracts a head it reaches first itself).
-_UNHELD = """
-    SELECT e.id FROM memory_evidence e
-    WHERE e.state = ANY(%(states)s)
-      AND (NOT %(leased)s OR COALESCE(e.lease_until, e.received_at + make_interval(secs => %(every)s)) < now())
-      AND NOT EXISTS (
+_CLAIM_HELD = """
+    EXISTS (
         SELECT 1 FROM pg_locks l
         WHERE l.locktype = 'advisory' AND l.granted
           AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
           AND l.objsubid = 1 AND l.classid::bigint = e.id >> 32
           AND l.objid::bigint = e.id & 4294967295)
+"""
+_UNHELD = f"""
+    SELECT e.id FROM memory_evidence e
+    WHERE e.state = ANY(%(states)s)
+      AND (NOT %(leased)s OR COALESCE(e.lease_until, e.received_at + make_interval(secs => %(every)s)) < now())
+      AND NOT {_CLAIM_HELD}
     ORDER BY e.namespace_id, e.seq
+    LIMIT %(limit)s
+"""
+#: Observations of other namespaces still to extract that nobody is extracting, oldest
+#: first, leaving out those a task is due back for after a retry (a lease longer than a
+#: queued message's): the model just failed them.
+_UNCLAIMED_ELSEWHERE = f"""
+    SELECT e.id FROM memory_evidence e
+    WHERE e.state = ANY(%(states)s) AND e.extracted IS NULL AND e.namespace_id <> %(namespace)s
+      AND NOT (e.id = ANY(%(skip)s::bigint[]))
+      AND (e.lease_until IS NULL OR e.lease_until <= now() + make_interval(secs => %(every)s))
+      AND NOT {_CLAIM_HELD}
+    ORDER BY e.id
     LIMIT %(limit)s
 """
 
@@ -69,6 +84,17 @@ def observations_unheld(*, leased: bool = True, limit: int = 10_000) -> list[int
     order = {i: (ns, seq) for i, ns, seq in
              Evidence.objects.filter(pk__in=ids).values_list("id", "namespace_id", "seq")}
     return sorted(ids, key=lambda i: order.get(i, (0, 0)))
+
+
+def observations_unclaimed_elsewhere(*, namespace_id: int, limit: int,
+                                     skip: list[int]) -> list[int]:
+    """Ids of up to ``limit`` observations of other namespaces than ``namespace_id`` (and
+    not in ``skip``) that wait for extraction with nobody extracting them, oldest first."""
+    with connection.cursor() as cur:
+        cur.execute(_UNCLAIMED_ELSEWHERE, {
+            "states": [str(s) for s in UNSETTLED_STATES], "namespace": namespace_id,
+            "skip": skip, "every": sweep_every().total_seconds(), "limit": limit})
+        return [int(row[0]) for row in cur.fetchall()]
 
 
 def observation_lease(*, evidence_id: int, seconds: float) -> None:

@@ -28,3 +28,24 @@ def test_two_worker_processes_keep_the_hosts_cap(celery_worker_proc, llm_server,
     for n, space in enumerate(spaces):
         assert heads(space) == {f"item{i}x{n}_place": f"shelf {i}" for i in range(4)}
         assert_memory_consistent(space)
+
+
+def test_idle_threads_extract_other_namespaces_observations(celery_worker_proc, llm_server,
+                                                           make_namespace):
+    """One worker process drains one namespace at a time. While the first namespace's single
+    observation is extracted, the threads it leaves idle extract the second namespace's
+    three: four calls in flight (one namespace at a time would reach three), and each
+    observation is still extracted exactly once."""
+    reset_server(llm_server)
+    llm_server.delay("extraction", 1.0)
+    worker = celery_worker_proc(llm=llm_server, concurrency=1, PMEM_MODEL_CONCURRENCY="4")
+    first, second = make_namespace(), make_namespace()
+    evidence = submit(first, told("lamp state = on"))
+    evidence += submit(second, *(told(f"box{i} place = shelf {i}") for i in range(3)))
+
+    assert set(settle(evidence, worker, timeout=60)) == {"committed"}
+    assert llm_server.max_in_flight == 4
+    assert llm_server.counts["extraction"] == 4
+    assert heads(first) == {"lamp_state": "on"}
+    assert heads(second) == {f"box{i}_place": f"shelf {i}" for i in range(3)}
+    assert_memory_consistent(second)
