@@ -14,7 +14,8 @@ from its own directory, on a PostgreSQL and Redis of its own, with this checkout
 the rounds alternate the trees (baseline, this, baseline, this, …) so that a machine busy for
 a while weighs on both, and the best round of each is reported. Writes
 ``bench/out/ingest-speed.json`` and ``bench/out/ingest-speed.png``. The measuring half
-(``--child``) uses only what both trees have: ``bench.perf.common`` and ``bench.perf.stack``.
+(``--child``, run by :func:`bench.trees.run_in_tree`) uses only what both trees have:
+``bench.perf.common`` and ``bench.perf.stack``.
 """
 
 from __future__ import annotations
@@ -118,18 +119,11 @@ def _baseline_tree(ref: str) -> tuple[Path, str]:
 
 
 def _measure(label: str, tree: Path, observations: int, out: Path) -> dict[str, Any]:
-    data = ROOT / "var" / "bench-ingest" / f"data-{label}"
-    env = {**os.environ, "PMEM_DATA_DIR": str(data), "PYTHONPATH": str(tree),
-           "DJANGO_SETTINGS_MODULE": "pmem_site.settings", "PMEM_LOG_LEVEL": "WARNING"}
-    code = (f"import runpy, sys; sys.argv = ['ingest_speed', '--child', {str(out)!r}, "
-            f"'--observations', '{observations}']; "
-            f"runpy.run_path({str(Path(__file__).resolve())!r}, run_name='__main__')")
-    try:
-        subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True)
-    finally:  # its PostgreSQL and Redis go with it
-        subprocess.run([sys.executable, "-m", "pmem_site.embedded", "stop"], cwd=tree, env=env,
-                       check=False, capture_output=True)
-    return dict(json.loads(out.read_text()))
+    # Imported here, not above: the child runs this file in a tree that may not have it.
+    from bench.trees import run_in_tree
+
+    return run_in_tree(Path(__file__), ["--child", str(out), "--observations", f"{observations}"],
+                       tree=tree, data=ROOT / "var" / "bench-ingest" / f"data-{label}", out=out)
 
 
 def _plot(report: dict[str, Any], path: Path) -> None:
@@ -191,4 +185,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # Run as a script, this file would find the installed checkout's bench package first.
+    sys.path.insert(0, str(ROOT))
     main()

@@ -18,8 +18,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -45,6 +43,7 @@ from pmem_site.run import mcp_command, web_command
 
 from . import recall_workloads as workloads
 from .scenarios import alfworld
+from .servers import free_port, stop_processes
 
 NAME = "recall"
 EMBEDDERS = ("hashing", "minilm")
@@ -62,12 +61,6 @@ GOALS = {"first_line": 95.0, "stale": 0.0, "meaning_top3": 18, "pss_mib": 1024,
          "http_p50_ms": 20.0, "ingest_ratio": 2.0}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class RunStack:
     """The processes ``make run`` starts, with its own queue, on the benchmark's database;
     their PSS (with PostgreSQL's and Redis's) sampled while it runs."""
@@ -75,7 +68,7 @@ class RunStack:
     def __init__(self, out: Path, embedder: str) -> None:
         self.out, self.embedder = out, embedder
         self.queue = f"pmem-recall-{uuid.uuid4().hex[:8]}"
-        self.port, self.mcp_port = _free_port(), _free_port()
+        self.port, self.mcp_port = free_port(), free_port()
         self.env = {**os.environ, "PMEM_EMBEDDER": embedder, "PMEM_QUEUE": self.queue,
                     "PYTHONUNBUFFERED": "1", "DJANGO_SETTINGS_MODULE": "pmem_site.settings",
                     "PMEM_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
@@ -148,15 +141,7 @@ class RunStack:
 
     def stop(self) -> None:
         self._stop.set()
-        for proc in self.procs.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
+        stop_processes(self.procs.values())
 
 
 def _pending(namespace_id: int) -> bool:

@@ -11,7 +11,8 @@ completion tokens (``len(text) // 4`` of the messages and of the answer, as repo
 ``usage``), the most requests served at once and the most waiting for a slot.
 
 Jobs are recognised as the service marks them (``memory.llm.prompts``): the ``response_format``
-schema name, else the first line of the system prompt. Answers are deterministic:
+schema name, else the first line of the system prompt (:mod:`bench.model_wire`, which the
+tests' scripted server shares). Answers are deterministic:
 
 - extraction: every ``key = value`` line of the ``<observation>`` after its first line is a
   fact ``{key, value, assertion: "asserted"}``. When the request shows a ``<memory>`` block
@@ -43,7 +44,6 @@ import re
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import django
@@ -51,31 +51,33 @@ import requests
 
 from memory.domain import normalize_key
 
-_HEADER_JOBS = {"# pmem_extraction": "extraction", "# pmem_annotation": "annotation",
-                "# pmem_identity": "identity"}
-_SCHEMA_JOBS = {"pmem_extraction": "extraction", "pmem_annotation": "annotation",
-                "pmem_identity": "identity"}
+from .model_wire import (
+    JsonHandler,
+    ScriptedServer,
+    chat_job,
+    completion,
+    embeddings,
+    identity_answer,
+    tagged,
+    user_text,
+)
+
 WRITE_JOBS = ("extraction", "annotation", "identity")
 _LINE = re.compile(r"^\s*([^=\n]+?)\s*=\s*(.+?)\s*$")
 
 
-def tokens(text: str) -> int:
-    """The token count reported in ``usage``: a quarter of the characters."""
-    return len(text) // 4
-
-
-class SlowModel:
+class SlowModel(ScriptedServer):
     """The server; use as a context manager (``with SlowModel(latency=0.5) as srv: srv.base_url``)."""
 
     def __init__(self, latency: float = 1.0, in_flight: int = 8, model: str = "slow", *,
                  upstream: str | None = None) -> None:
+        super().__init__()
         self.latency = latency
         self.upstream = upstream.rstrip("/") if upstream else None
         self.in_flight = in_flight
         self.model = model
         self._slots = threading.BoundedSemaphore(in_flight)
         self._lock = threading.Lock()
-        self._stop = threading.Event()
         self.counts: Counter[str] = Counter()  # answered requests
         self.errors: Counter[str] = Counter()  # requests the upstream refused or failed
         self.prompt_tokens = 0
@@ -87,42 +89,14 @@ class SlowModel:
         self.max_waiting = 0
         self._serving = 0
         self._waiting = 0
-        self._httpd: ThreadingHTTPServer | None = None
 
-    def start(self, port: int = 0) -> SlowModel:
-        handler = type("Handler", (_Handler,), {"server_state": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
-        self._httpd.daemon_threads = True
-        self._httpd.request_queue_size = 256  # a burst of connections must not be refused
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> SlowModel:
+        self.serve(type("Handler", (_Handler,), {"server_state": self}), port, host, 0.05)
         return self
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> SlowModel:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return int(self._httpd.server_address[1])
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
 
     @property
     def stats_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/stats"
+        return f"{self.origin}/stats"
 
     def stats(self) -> dict[str, Any]:
         with self._lock:
@@ -148,7 +122,7 @@ class SlowModel:
         """Wait for a slot, hold it for the latency (or the upstream's answer), return the
         status and body to answer with."""
         if job == "extraction":
-            facts = extraction_answer(_user(body))["facts"]
+            facts = extraction_answer(user_text(body))["facts"]
             with self._lock:
                 self.shown["facts"] += len(facts)
                 self.shown["facts_with_head_shown"] += sum(f.get("old_value") is not None
@@ -186,16 +160,8 @@ class SlowModel:
 
     def _scripted(self, job: str, body: dict[str, Any]) -> dict[str, Any]:
         self._stop.wait(self.latency)
-        content = answer(job, body)
-        prompt = sum(tokens(str(m.get("content", ""))) for m in body.get("messages") or [])
-        return {
-            "id": f"chatcmpl-{time.monotonic_ns()}", "object": "chat.completion", "created": 0,
-            "model": body.get("model", self.model),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": tokens(content),
-                      "total_tokens": prompt + tokens(content)},
-        }
+        return completion(body, answer(job, body), model=self.model,
+                          ident=f"chatcmpl-{time.monotonic_ns()}")
 
     def _forward(self, body: dict[str, Any], path: str = "/chat/completions",
                  timeout: float = 600.0) -> tuple[int, dict[str, Any]]:
@@ -210,23 +176,14 @@ class SlowModel:
 # --- deterministic answers ---------------------------------------------------------------------
 
 
-def _tagged(text: str, tag: str) -> str | None:
-    found = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
-    return found.group(1) if found else None
-
-
 def _same(value: Any, other: Any) -> bool:
     return str(value).strip().casefold() == str(other).strip().casefold()
-
-
-def _words(key: str) -> frozenset[str]:
-    return frozenset(w for w in re.split(r"[^0-9a-z]+", str(key).casefold()) if w)
 
 
 def _memory_heads(user: str) -> dict[str, Any] | None:
     """The heads a ``<memory>`` block shows, by normalised key (None: no block). The block is
     a JSON list of heads, or one JSON head a line."""
-    block = _tagged(user, "memory")
+    block = tagged(user, "memory")
     if block is None:
         return None
     try:
@@ -243,7 +200,7 @@ def _memory_heads(user: str) -> dict[str, Any] | None:
 
 
 def extraction_answer(user: str) -> dict[str, Any]:
-    text = _tagged(user, "observation") or ""
+    text = tagged(user, "observation") or ""
     heads = _memory_heads(user)
     facts: list[dict[str, Any]] = []
     for line in text.splitlines()[1:]:
@@ -262,7 +219,7 @@ def extraction_answer(user: str) -> dict[str, Any]:
 
 def annotation_answer(user: str) -> dict[str, Any]:
     try:
-        items = json.loads(_tagged(user, "facts") or "{}").get("facts", [])
+        items = json.loads(tagged(user, "facts") or "{}").get("facts", [])
     except (json.JSONDecodeError, AttributeError):
         items = []
     operations = []
@@ -275,40 +232,9 @@ def annotation_answer(user: str) -> dict[str, Any]:
     return {"operations": operations}
 
 
-def identity_answer(user: str) -> Any:
-    pairs = _tagged(user, "pairs")
-    if pairs is not None:
-        try:
-            listed = json.loads(pairs)
-        except json.JSONDecodeError:
-            listed = []
-        return {"answers": ["same" if _words(p.get("a", "")) == _words(p.get("b", "")) else
-                            "different" for p in listed if isinstance(p, dict)]}
-    a, b = _words(_tagged(user, "key_a") or ""), _words(_tagged(user, "key_b") or "")
-    return "same" if a and a == b else "different"
-
-
-def chat_job(body: dict[str, Any]) -> str:
-    fmt = body.get("response_format")
-    name = (fmt.get("json_schema") or {}).get("name") if isinstance(fmt, dict) else None
-    if name in _SCHEMA_JOBS:
-        return _SCHEMA_JOBS[name]
-    for message in body.get("messages") or []:
-        if message.get("role") == "system":
-            first = str(message.get("content", "")).strip().splitlines()[:1]
-            if first and first[0].strip() in _HEADER_JOBS:
-                return _HEADER_JOBS[first[0].strip()]
-    return "chat"
-
-
-def _user(body: dict[str, Any]) -> str:
-    return "\n".join(str(m.get("content", "")) for m in body.get("messages") or []
-                     if m.get("role") == "user")
-
-
 def answer(job: str, body: dict[str, Any]) -> str:
     """The assistant's message content for one chat request."""
-    user = _user(body)
+    user = user_text(body)
     result: Any
     if job == "extraction":
         result = extraction_answer(user)
@@ -324,75 +250,53 @@ def answer(job: str, body: dict[str, Any]) -> str:
 # --- HTTP ---------------------------------------------------------------------------------------
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     server_state: ClassVar[SlowModel]
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the log
-        return
 
     def do_GET(self) -> None:  # noqa: N802
         path = self.path.rstrip("/")
         if path.endswith("/v1/models") and self.server_state.upstream:
             answered = requests.get(f"{self.server_state.upstream}/models", timeout=30)
-            self._send(answered.status_code, answered.json())
+            self.send_json(answered.status_code, answered.json())
         elif path.endswith("/v1/models"):
-            self._send(200, {"object": "list",
+            self.send_json(200, {"object": "list",
                              "data": [{"id": self.server_state.model, "object": "model"}]})
         elif path.endswith("/stats"):
-            self._send(200, self.server_state.stats())
+            self.send_json(200, self.server_state.stats())
         else:
-            self._send(404, {"error": {"message": "not found"}})
+            self.send_json(404, {"error": {"message": "not found"}})
 
     def do_POST(self) -> None:  # noqa: N802
         try:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = json.loads(raw) if raw else {}
         except json.JSONDecodeError:
-            self._send(400, {"error": {"message": "invalid JSON body"}})
+            self.send_json(400, {"error": {"message": "invalid JSON body"}})
             return
         path = self.path.rstrip("/")
         try:
             if path.endswith("/stats/reset"):  # a new measurement: peaks from here on
                 self.server_state.reset_peaks()
-                self._send(200, self.server_state.stats())
+                self.send_json(200, self.server_state.stats())
             elif path.endswith("/chat/completions"):
                 self._chat(body)
             elif path.endswith("/embeddings"):
                 self._embeddings(body)
             else:
-                self._send(404, {"error": {"message": "not found"}})
+                self.send_json(404, {"error": {"message": "not found"}})
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up: nothing to answer
 
     def _chat(self, body: dict[str, Any]) -> None:
-        self._send(*self.server_state.serve_chat(chat_job(body), body))
+        self.send_json(*self.server_state.serve_chat(chat_job(body), body))
 
     def _embeddings(self, body: dict[str, Any]) -> None:
         if self.server_state.upstream:
-            self._send(*self.server_state._forward(body, "/embeddings"))
+            self.send_json(*self.server_state._forward(body, "/embeddings"))
             return
-        from memory.llm.embedding import HashingEmbedder  # needs Django's settings: only here
-
-        texts = body.get("input")
-        texts = [texts] if isinstance(texts, str) else list(texts or [])
-        vectors = HashingEmbedder(int(body.get("dimensions") or 384)).embed(texts)
         with self.server_state._lock:
             self.server_state.counts["embeddings"] += 1
-        used = sum(tokens(t) for t in texts)
-        self._send(200, {"object": "list", "model": body.get("model"),
-                         "data": [{"object": "embedding", "index": i, "embedding": v}
-                                  for i, v in enumerate(vectors)],
-                         "usage": {"prompt_tokens": used, "total_tokens": used}})
-
-    def _send(self, status: int, payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
+        self.send_json(200, embeddings(body))
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -23,29 +23,28 @@ and the peak RSS of the worker processes (all of them, summed).
 ``--baseline DIR`` measures an older checkout beside this one: each tree runs in a process of
 its own, from its own directory, on a PostgreSQL and Redis of its own (under
 ``var/bench-throughput/``), against the same model server, the trees alternating over
-``--rounds``. That measuring half runs from this file in the other tree (``--child``), so it
-imports only what every tree has: ``pmem_site.embedded``, ``memory.services``' namespace and
-token services, and the ``memory_evidence`` table.
+``--rounds`` (:mod:`bench.trees`). That measuring half runs from this file in the other tree
+(``--child``) with this checkout's ``bench`` package (its processes: :mod:`bench.servers`), so
+of the tree it imports only what every tree has: ``pmem_site.embedded``, ``memory.services``'
+namespace and token services, and the ``memory_evidence`` table.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
-import signal
-import socket
-import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-import psutil
 import requests
+
+# Absolute: the child runs this file as a script, with this checkout's bench package.
+from bench.servers import Stack
+from bench.trees import run_in_tree
 
 NAME = "throughput"
 STREAMS = ("distinct", "updates", "similar")
@@ -113,115 +112,6 @@ def repeats(texts: list[str]) -> int:
         count += bool(keys & seen)
         seen |= keys
     return count
-
-
-# --- the stack ---------------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Stack:
-    """gunicorn and a Celery worker of ``workers`` prefork processes, from the tree this runs
-    in, on the current database; the worker tree's RSS is sampled while it runs."""
-
-    def __init__(self, *, workers: int, model_url: str, model: str | None,
-                 model_concurrency: int, logs: Path) -> None:
-        from django.db import connection
-
-        import pmem_site
-
-        self.root = Path(pmem_site.__file__).resolve().parent.parent
-        self.queue = f"pmem-tp-{uuid.uuid4().hex[:8]}"
-        self.port = _free_port()
-        self.workers = workers
-        self.logs = logs
-        logs.mkdir(parents=True, exist_ok=True)
-        self.env = {**os.environ, "PMEM_QUEUE": self.queue, "PYTHONUNBUFFERED": "1",
-                    "DJANGO_SETTINGS_MODULE": "pmem_site.settings",
-                    "PMEM_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
-                    "PMEM_LOG_LEVEL": "WARNING", "PMEM_LLM_BASE_URL": model_url,
-                    "PMEM_MODEL_CONCURRENCY": str(model_concurrency),
-                    "PMEM_WORKERS": str(workers)}
-        if model:
-            self.env["PMEM_LLM_MODEL"] = model
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.peak_rss = 0
-        self._stop = threading.Event()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> Stack:
-        web = [sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application", "-b",
-               f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "4", "-k", "gthread",
-               "--log-level", "warning"]
-        worker = [sys.executable, "-m", "celery", "-A", "pmem_site", "worker", "-Q", self.queue,
-                  "-n", f"{self.queue}@%h", "--pool", "prefork", "--concurrency",
-                  str(self.workers), "--loglevel", "INFO", "--without-gossip",
-                  "--without-mingle", "--without-heartbeat"]
-        for name, cmd in (("web", web), ("worker", worker)):
-            log = (self.logs / f"{name}.log").open("ab")
-            self.procs[name] = subprocess.Popen(cmd, cwd=self.root, env=self.env, stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_ready()
-        threading.Thread(target=self._sample, daemon=True).start()
-        return self
-
-    def _wait_ready(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        web_ok = worker_ok = False
-        while time.monotonic() < deadline and not (web_ok and worker_ok):
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
-                    self.stop()
-                    raise RuntimeError(f"{name} exited: see {self.logs / name}.log")
-            if not web_ok:
-                with contextlib.suppress(requests.RequestException):
-                    web_ok = requests.get(f"{self.url}/healthz", timeout=2).status_code < 500
-            if not worker_ok:
-                text = (self.logs / "worker.log").read_text(errors="replace")
-                worker_ok = any(self.queue in line and line.rstrip().endswith("ready.")
-                                for line in text.splitlines())
-            time.sleep(0.2)
-        if not (web_ok and worker_ok):
-            self.stop()
-            raise RuntimeError(f"web/worker not ready after {timeout:.0f}s (logs: {self.logs})")
-
-    def worker_rss(self) -> int:
-        """Bytes held by the worker's processes, the main one and its children."""
-        try:
-            main = psutil.Process(self.procs["worker"].pid)
-            members = [main, *main.children(recursive=True)]
-        except psutil.Error:
-            return 0
-        total = 0
-        for p in members:
-            with contextlib.suppress(psutil.Error):
-                total += p.memory_info().rss
-        return total
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            self.peak_rss = max(self.peak_rss, self.worker_rss())
-            self._stop.wait(0.25)
-
-    def stop(self) -> None:
-        self._stop.set()
-        for proc in self.procs.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
 
 
 # --- one measurement ---------------------------------------------------------------------------
@@ -314,7 +204,7 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
     if stats_url:
         requests.post(f"{stats_url}/reset", timeout=10)
     before = _server_stats(stats_url)
-    stack.peak_rss = stack.worker_rss()
+    stack.reset_peaks()
     ids, started = _post_stream(stack, texts, lanes, params["run"], stream)
     _wait_settled(ids, n, float(params.get("timeout", 1800)),
                   f"{params.get('label', NAME)} {stream} x{lanes}")
@@ -336,7 +226,7 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
         "evidence_completion_tokens_per_obs": round(sum(r[5] for r in rows) / n, 1),
         "latency_p50_s": _round(_pct(latencies, 0.5)),
         "latency_p95_s": _round(_pct(latencies, 0.95)),
-        "worker_rss_peak_mib": round(stack.peak_rss / 2**20, 1),
+        "worker_rss_peak_mib": round(stack.peak["worker"] / 2**20, 1),
     }
     if before is not None and after is not None:
         calls = after["chat_calls"] - before["chat_calls"]
@@ -396,9 +286,13 @@ def add_ideal(row: dict[str, Any], *, latency: float, in_flight: int) -> dict[st
 def measure(params: dict[str, Any], progress: Any = None) -> dict[str, Any]:
     """Every stream x namespace count through one stack of the tree this runs in."""
     cells = [(s, k) for s in params["streams"] for k in params["namespaces"]]
-    stack = Stack(workers=int(params["workers"]), model_url=params["model_url"],
-                  model=params.get("model"), model_concurrency=int(params["model_concurrency"]),
-                  logs=Path(params["logs"])).start()
+    env = {"PMEM_LLM_BASE_URL": params["model_url"],
+           "PMEM_MODEL_CONCURRENCY": str(params["model_concurrency"]),
+           "PMEM_WORKERS": str(params["workers"])}
+    if params.get("model"):
+        env["PMEM_LLM_MODEL"] = params["model"]
+    stack = Stack(logs=Path(params["logs"]), queue_prefix="pmem-tp", workers=int(params["workers"]),
+                  env=env, ready_timeout=120.0).start()
     rows = []
     try:
         _quiet(params.get("stats_url"))
@@ -432,21 +326,11 @@ def child(out: Path, params: dict[str, Any]) -> None:
 def run_child(label: str, tree: Path, params: dict[str, Any], out_dir: Path) -> dict[str, Any]:
     """Measure ``tree`` in a process of its own, from that directory, on its own data."""
     out_dir = out_dir.resolve()  # the child runs in the other tree
-    data = HERE.parent.parent / "var" / "bench-throughput" / f"data-{label}"
     out = out_dir / f"throughput-{label}.json"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PMEM_TEST_DB_NAME", "DATABASE_URL", "REDIS_URL")}
-    env.update({"PMEM_DATA_DIR": str(data), "PYTHONPATH": str(tree),
-                "DJANGO_SETTINGS_MODULE": "pmem_site.settings", "PMEM_LOG_LEVEL": "WARNING"})
     params = {**params, "label": label, "logs": str(out_dir / f"throughput-logs-{label}")}
-    code = (f"import runpy, sys; sys.argv = ['throughput', '--child', {str(out)!r}, "
-            f"{json.dumps(params)!r}]; runpy.run_path({str(HERE)!r}, run_name='__main__')")
-    try:
-        subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, check=True)
-    finally:  # its PostgreSQL and Redis go with it
-        subprocess.run([sys.executable, "-m", "pmem_site.embedded", "stop"], cwd=tree, env=env,
-                       check=False, capture_output=True)
-    return dict(json.loads(out.read_text()))
+    return run_in_tree(HERE, ["--child", str(out), json.dumps(params)], tree=tree, out=out,
+                       data=HERE.parent.parent / "var" / "bench-throughput" / f"data-{label}",
+                       bench_from_here=True)
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:

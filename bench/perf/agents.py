@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -30,6 +29,7 @@ from django.db import connection
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from bench.servers import free_port, stop_processes
 from memory.services import namespace_create, token_create
 from pmem_site.run import mcp_command
 
@@ -44,18 +44,12 @@ KEYS = 10  # keys each path cycles through (so the history of a key grows, as an
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class AgentStack:
     """gunicorn + a Celery worker (own queue) + the MCP server, on the benchmark's database."""
 
     def __init__(self, out: Path) -> None:
         self.queue = f"pmem-agents-{uuid.uuid4().hex[:8]}"
-        self.web_port, self.mcp_port = _free_port(), _free_port()
+        self.web_port, self.mcp_port = free_port(), free_port()
         self.logs = out / "perf-logs"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "PMEM_QUEUE": self.queue, "PYTHONUNBUFFERED": "1",
@@ -119,16 +113,7 @@ class AgentStack:
             time.sleep(0.2)
 
     def __exit__(self, *exc: object) -> None:
-        for proc in self.procs.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+        stop_processes(self.procs.values())
 
 
 async def _round_trips(stack: AgentStack, namespace: str, token: str, rounds: int,

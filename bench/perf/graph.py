@@ -44,10 +44,10 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
 from django.db import connection
 
+from bench.servers import free_port
 from memory.services import observation_ingest, token_create
 
 from .common import new_namespace
-from .stack import free_port
 
 PROBE_FACTS = 500
 PROBE_VALUE_CHARS = 1900

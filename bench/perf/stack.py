@@ -3,24 +3,15 @@ stream end to end; peak RSS of both meanwhile."""
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
-import psutil
 import requests
-from django.db import connection
 from django.test import override_settings
 
+from bench import servers
 from bench.audit import stream_audit
 from bench.scenarios import factconsolidation as fc
 from memory.services import observation_ingest, observations_ingest, token_create
@@ -39,112 +30,13 @@ from .common import (
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+class Stack(servers.Stack):
+    """The perf section's gunicorn and two-process Celery worker (:class:`bench.servers.Stack`),
+    logging under ``perf-logs``, with the rule extractor's ``patterns`` when given."""
 
-
-class Stack:
-    """A gunicorn web process and a Celery worker (real subprocesses, own queue), sharing the
-    benchmark's embedded PostgreSQL and Redis; their RSS is sampled while it runs."""
     def __init__(self, perf: Perf, patterns: Path | None) -> None:
-        self.queue = f"pmem-perf-{uuid.uuid4().hex[:8]}"
-        self.port = free_port()
-        self.logs = perf.out / "perf-logs"
-        self.logs.mkdir(parents=True, exist_ok=True)
-
-        self.env = {**os.environ, "PMEM_QUEUE": self.queue, "PYTHONUNBUFFERED": "1",
-                    "DJANGO_SETTINGS_MODULE": "pmem_site.settings",
-                    "PMEM_TEST_DB_NAME": str(connection.settings_dict["NAME"]),
-                    "PMEM_LOG_LEVEL": "WARNING",
-                    "PMEM_RULE_PATTERNS": str(patterns or "")}
-        self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self.peak: dict[str, int] = {"web": 0, "worker": 0, "worker_max_process": 0}
-        self._stop = threading.Event()
-        self._sampler: threading.Thread | None = None
-
-    def start(self) -> Stack:
-        root = Path(__file__).resolve().parent.parent
-        web = [sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application", "-b",
-               f"127.0.0.1:{self.port}", "--workers", "1", "--threads", "4", "-k", "gthread",
-               "--log-level", "warning"]
-        worker = [sys.executable, "-m", "celery", "-A", "pmem_site", "worker", "-Q",
-                  self.queue, "-n", f"{self.queue}@%h", "--pool", "prefork", "--concurrency",
-                  "2", "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-                  "--without-heartbeat"]
-        for name, cmd in (("web", web), ("worker", worker)):
-            log = (self.logs / f"{name}.log").open("ab")
-            self.procs[name] = subprocess.Popen(cmd, cwd=root, env=self.env, stdout=log,
-                                                stderr=subprocess.STDOUT, start_new_session=True)
-        self._wait_ready()
-        self._sampler = threading.Thread(target=self._sample, daemon=True)
-        self._sampler.start()
-        return self
-
-    def _wait_ready(self, timeout: float = 90.0) -> None:
-
-        deadline = time.monotonic() + timeout
-        web_ok = worker_ok = False
-        while time.monotonic() < deadline and not (web_ok and worker_ok):
-            for name, proc in self.procs.items():
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{name} exited: see {self.logs / name}.log")
-            if not web_ok:
-                with contextlib.suppress(Exception):
-                    web_ok = requests.get(f"{self.url}/healthz", timeout=2).status_code < 500
-            if not worker_ok:
-                text = (self.logs / "worker.log").read_text(errors="replace")
-                worker_ok = any(self.queue in line and line.rstrip().endswith("ready.")
-                                for line in text.splitlines())
-            time.sleep(0.2)
-        if not (web_ok and worker_ok):
-            self.stop()
-            raise RuntimeError(f"web/worker not ready after {timeout:.0f}s (logs: {self.logs})")
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def _group_rss(self, name: str) -> tuple[int, int]:
-
-        proc = self.procs[name]
-        try:
-            main = psutil.Process(proc.pid)
-            members = [main, *main.children(recursive=True)]
-        except psutil.Error:
-            return 0, 0
-        sizes = []
-        for p in members:
-            with contextlib.suppress(psutil.Error):
-                sizes.append(p.memory_info().rss)
-        return sum(sizes), max(sizes, default=0)
-
-    def _sample(self) -> None:
-        while not self._stop.is_set():
-            web, _ = self._group_rss("web")
-            worker, worker_max = self._group_rss("worker")
-            self.peak["web"] = max(self.peak["web"], web)
-            self.peak["worker"] = max(self.peak["worker"], worker)
-            self.peak["worker_max_process"] = max(self.peak["worker_max_process"], worker_max)
-            self._stop.wait(0.25)
-
-    def reset_peaks(self) -> None:
-        self.peak = dict.fromkeys(self.peak, 0)
-
-    def stop(self) -> None:
-
-        self._stop.set()
-        for proc in self.procs.values():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+        super().__init__(logs=perf.out / "perf-logs", queue_prefix="pmem-perf",
+                         env={"PMEM_RULE_PATTERNS": str(patterns or "")})
 
 
 def _unsettled(namespace_id: int) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from memory.domain.ranking import fuse, lexical_score, query_terms, term_weights
 from memory.models import Namespace
 from memory.services.binding import vector_literal
-from memory.services.lexical import PROPOSING_DF, lexical_scores, term_frequencies
+from memory.services.lexical import lexical_scores, proposing_words, term_frequencies
 
 from .search import ReadResult, frontier_candidates, frontier_render, query_vector
 
@@ -40,9 +40,8 @@ def frontier_hybrid_read(*, namespace: Namespace, query: str, k: int = 12,
         frequencies = term_frequencies(namespace_id=namespace.pk, words=words)
         weights = term_weights(frequencies.df, frequencies.total)
     if weights:
-        proposing = sorted((w for w in weights if frequencies.df[w] <= PROPOSING_DF),
-                           key=lambda w: frequencies.df[w])
-        rows = lexical_scores(namespace_id=namespace.pk, weights=weights, proposing=proposing,
+        rows = lexical_scores(namespace_id=namespace.pk, weights=weights,
+                              proposing=proposing_words(frequencies.df),
                               semantic_ids=[i for i, _ in semantic], vector=vector)
         candidates = [(i, None if d is None else 1 - d, lexical_score(m, weights))
                       for i, m, d in rows]

@@ -22,6 +22,7 @@ from memory.domain import HeadView, Status, normalize_key, same_value
 from memory.domain.ranking import query_terms
 from memory.models import Namespace
 
+from .lexical import cells_sharing_words
 from .overlay import Overlay, snapshot_overlay
 
 #: What a plan saw of one name: (cell id, head id, HeadView) or None when no cell bore it.
@@ -105,27 +106,19 @@ def nearest_keys(namespace_id: int, vectors: Sequence[Sequence[float]]) -> list[
     return found
 
 
-_CANDIDATES_SQL = """
-SELECT c.key FROM memory_cell c
- WHERE c.namespace_id = %(ns)s AND c.head_id IS NOT NULL AND c.terms && %(terms)s::text[]
- ORDER BY cardinality(ARRAY(SELECT unnest(c.terms) INTERSECT SELECT unnest(%(terms)s::text[])))
-          DESC, c.id DESC
- LIMIT %(limit)s
-"""
-
-
 def candidate_heads(namespace: Namespace, text: str) -> list[dict[str, Any]]:
     """The heads of the keys ``text`` most likely touches — the cells sharing the most of
     its words (``PMEM_EXTRACTION_HEADS`` at most) — as extraction shows them: ``key``,
-    ``value``, ``status`` and, for a contested head, ``alternatives``."""
-    limit = int(settings.PMEM_EXTRACTION_HEADS)
+    ``value``, ``status`` and, for a contested head, ``alternatives``. Only a word held by at
+    most ``lexical.PROPOSING_DF`` cells proposes a head (it still counts among the words a
+    proposed cell shares), so the lookup reads a bounded number of rows however large the
+    namespace and however common its words; an observation made only of common words is
+    shown no heads."""
     words = query_terms(text)[:_MAX_WORDS]
-    if limit <= 0 or not words:
+    keys = cells_sharing_words(namespace_id=namespace.pk, words=words,
+                               limit=int(settings.PMEM_EXTRACTION_HEADS))
+    if not keys:
         return []
-    with connection.cursor() as cur:
-        cur.execute(_CANDIDATES_SQL, {"ns": namespace.pk, "limit": limit,
-                                      "terms": [f"{namespace.pk}:{w}" for w in words]})
-        keys = [row[0] for row in cur.fetchall()]
     views = snapshot_overlay(namespace, keys).head_views(keys)
     shown = []
     for key in keys:

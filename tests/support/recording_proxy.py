@@ -12,10 +12,10 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-from tests.support.scripted_llm import _chat_job, _form_of
+from bench.model_wire import JsonHandler, ScriptedServer, chat_job
+from tests.support.scripted_llm import _form_of
 
 
 @dataclass(frozen=True)
@@ -28,32 +28,18 @@ class ProxiedCall:
     at: float  # time.monotonic() when the answer came back
 
 
-class RecordingProxy:
+class RecordingProxy(ScriptedServer):
     """``with RecordingProxy("http://127.0.0.1:PORT") as proxy: proxy.base_url``."""
 
     def __init__(self, upstream: str) -> None:
+        super().__init__()
         self.upstream = upstream.rstrip("/").removesuffix("/v1")
         self.calls: list[ProxiedCall] = []
         self._lock = threading.Lock()
-        self._httpd: ThreadingHTTPServer | None = None
 
-    @property
-    def base_url(self) -> str:
-        assert self._httpd is not None
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
-
-    def __enter__(self) -> RecordingProxy:
-        handler = type("Handler", (_Handler,), {"proxy": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
+    def start(self, port: int = 0, host: str = "127.0.0.1") -> RecordingProxy:
+        self.serve(type("Handler", (_Handler,), {"proxy": self}), port, host, 0.05)
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
 
     def between(self, start: float, end: float) -> list[ProxiedCall]:
         with self._lock:
@@ -64,12 +50,8 @@ class RecordingProxy:
             self.calls.append(call)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     proxy: ClassVar[RecordingProxy]
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        return
 
     def do_GET(self) -> None:  # noqa: N802
         self._forward(None)
@@ -88,11 +70,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, payload = exc.code, exc.read()
         if data is not None:
             self._record(json.loads(data), status, payload)
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        self.send_raw(status, payload)
 
     def _record(self, body: dict[str, Any], status: int, payload: bytes) -> None:
         embeddings = self.path.rstrip("/").endswith("/embeddings")
@@ -103,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
             except (ValueError, AttributeError):
                 usage = {}
         self.proxy.record(ProxiedCall(
-            job="embeddings" if embeddings else _chat_job(body),
+            job="embeddings" if embeddings else chat_job(body),
             form="" if embeddings else _form_of(body), status=status,
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0), at=time.monotonic()))

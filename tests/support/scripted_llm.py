@@ -17,6 +17,9 @@ system prompt (``# pmem_extraction`` / ``# pmem_annotation`` / ``# pmem_identity
   ``different``; for a ``<pairs>`` list, ``{"answers": [...]}`` by the same rule;
 - embeddings: ``HashingEmbedder`` vectors (``dimensions`` honoured, float or base64).
 
+The HTTP plumbing, the jobs' recognition, the answers' bodies and identity's rule are
+:mod:`bench.model_wire`'s, shared with the throughput benchmark's server.
+
 Structured output: ``ScriptedLLM(formats=...)`` names the request forms it takes
 (``memory.llm.client.FORMS``; all by default). A request in another form is refused as the
 server that does not take it would: ``json_schema`` with llama-cpp-python's HTTP 500 "Input
@@ -32,34 +35,31 @@ a job. ``srv.requests`` logs every request; ``srv.counts`` counts them per job;
 
 from __future__ import annotations
 
-import base64
 import json
-import re
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-import numpy as np
 import pytest
 
+from bench.model_wire import (
+    JsonHandler,
+    ScriptedServer,
+    chat_job,
+    completion,
+    embeddings,
+    identity_answer,
+    tagged,
+    user_text,
+)
 from memory.domain import normalize_key
-from memory.llm import prompts
-from memory.llm.embedding import HashingEmbedder
 from memory.llm.rules import RuleExtractor
 
 ALL_FORMS = ("json_schema", "json_object", "structured_outputs", "guided_json", "prompt")
 JOBS = ("extraction", "annotation", "identity", "embeddings", "answer", "readout", "prune")
-_SCHEMA_JOBS = {prompts.EXTRACTION: "extraction", prompts.ANNOTATION: "annotation",
-                prompts.IDENTITY: "identity"}
-_HEADER_JOBS = {
-    f"# {prompts.EXTRACTION}": "extraction",
-    f"# {prompts.ANNOTATION}": "annotation",
-    f"# {prompts.IDENTITY}": "identity",
-}
 
 
 @dataclass(frozen=True)
@@ -122,11 +122,12 @@ class LoggedRequest:
     body: dict[str, Any]
 
 
-class ScriptedLLM:
+class ScriptedLLM(ScriptedServer):
     """The server; use as a context manager (``with ScriptedLLM() as srv: srv.base_url``)."""
 
     def __init__(self, model: str = "scripted", formats: Any = None, *,
                  api_key: str | None = None, strict_model: bool = False) -> None:
+        super().__init__()
         self.model = model
         self.api_key = api_key  # when set, a request without this bearer token gets 401
         self.strict_model = strict_model  # when set, another model name gets vLLM's 404
@@ -140,50 +141,16 @@ class ScriptedLLM:
         self._delays: dict[str, float] = {}
         self._replies: dict[str, list[Any]] = {}
         self._lock = threading.Lock()
-        self._stop = threading.Event()
         self._released = threading.Event()
         self._extractor = RuleExtractor()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
     def start(self, port: int = 0, host: str = "127.0.0.1") -> ScriptedLLM:
         """Listen on ``host:port`` (a free port by default; the same one again, after
         :meth:`close`, brings a server that was down back at its address)."""
-        handler = type("Handler", (_Handler,), {"scripted": self})
-        self._stop.clear()
-        self._httpd = ThreadingHTTPServer((host, port), handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
-        self._thread.start()
+        self.serve(type("Handler", (_Handler,), {"scripted": self}), port, host, 0.02)
         return self
-
-    def close(self) -> None:
-        self._stop.set()  # wakes handlers sleeping on a delay or TIMEOUT fault
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> ScriptedLLM:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def base_url(self) -> str:
-        assert self._httpd is not None, "server not started"
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
-
-    @property
-    def port(self) -> int:
-        assert self._httpd is not None, "server not started"
-        return int(self._httpd.server_address[1])
 
     # --- scripting ------------------------------------------------------------------------
 
@@ -293,14 +260,9 @@ class ScriptedLLM:
 # --- deterministic answers -----------------------------------------------------------------
 
 
-def _tagged(text: str, tag: str) -> str:
-    found = re.search(rf"<{tag}>\n?(.*?)\n?</{tag}>", text, re.DOTALL)
-    return found.group(1) if found else ""
-
-
 def _annotation_answer(user: str) -> dict[str, Any]:
     try:
-        items = json.loads(_tagged(user, "facts")).get("facts", [])
+        items = json.loads(tagged(user, "facts") or "").get("facts", [])
     except (json.JSONDecodeError, AttributeError):
         items = []
     return {"operations": [_annotate_one(item) for item in items]}
@@ -326,21 +288,6 @@ def _annotate_one(item: dict[str, Any]) -> dict[str, Any]:
         "status": status,
         "supersedes": op in ("accept", "reject", "resolve"),
     }
-
-
-def _identity_answer(user: str) -> Any:
-    if "<pairs>" in user:
-        try:
-            pairs = json.loads(_tagged(user, "pairs"))
-        except json.JSONDecodeError:
-            pairs = []
-        return {"answers": [_same(str(p.get("a", "")), str(p.get("b", ""))) for p in pairs]}
-    return _same(_tagged(user, "key_a"), _tagged(user, "key_b"))
-
-
-def _same(a: str, b: str) -> str:
-    words = [frozenset(normalize_key(key).split("_")) for key in (a, b)]
-    return "same" if words[0] == words[1] and words[0] != frozenset({""}) else "different"
 
 
 def _faulty_content(job: str, fault: Fault, normal: Any) -> str:
@@ -370,12 +317,8 @@ def _faulty_content(job: str, fault: Fault, normal: Any) -> str:
 # --- HTTP -----------------------------------------------------------------------------------
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     scripted: ClassVar[ScriptedLLM]
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the log
-        return
 
     def do_GET(self) -> None:  # noqa: N802
         if self.path.rstrip("/").endswith("/v1/models"):
@@ -395,7 +338,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         path = self.path.rstrip("/")
         if path.endswith("/chat/completions"):
-            job = _chat_job(body)
+            job = chat_job(body)
             form = _form_of(body)
             with self.scripted._lock:
                 self.scripted.forms.append(form)
@@ -457,15 +400,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._chat(job, body, fault)
 
     def _chat(self, job: str, body: dict[str, Any], fault: Fault | None) -> None:
-        messages = body.get("messages") or []
-        user = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "user")
+        user = user_text(body)
         normal: Any
         if job == "extraction":
-            normal = self.scripted._extract(_tagged(user, "observation"), _tagged(user, "memory"))
+            normal = self.scripted._extract(tagged(user, "observation") or "",
+                                            tagged(user, "memory") or "")
         elif job == "annotation":
             normal = _annotation_answer(user)
         elif job == "identity":
-            normal = _identity_answer(user)
+            normal = identity_answer(user)
         elif job in ("answer", "readout", "prune"):
             normal = self.scripted._scripted_reply(job, user)
         else:
@@ -474,63 +417,17 @@ class _Handler(BaseHTTPRequestHandler):
             content = _faulty_content(job, fault, normal)
         else:
             content = normal if isinstance(normal, str) else json.dumps(normal)
-        prompt_tokens = sum(len(str(m.get("content", ""))) for m in messages) // 4
-        self._send(
-            200,
-            {
-                "id": f"chatcmpl-{len(self.scripted.requests)}",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body.get("model", self.scripted.model),
-                "choices": [
-                    {
-                        "index": 0,
-                        "finish_reason": "stop",
-                        "message": {"role": "assistant", "content": content},
-                    }
-                ],
-                "usage": {
-                    "prompt_tokens": prompt_tokens,
-                    "completion_tokens": len(content) // 4,
-                    "total_tokens": prompt_tokens + len(content) // 4,
-                },
-            },
-        )
+        self._send(200, completion(body, content, model=self.scripted.model,
+                                   ident=f"chatcmpl-{len(self.scripted.requests)}"))
 
     def _embeddings(self, body: dict[str, Any], fault: Fault | None) -> None:
         if fault is not None and fault.kind == "custom":
-            self._send_raw(200, fault.body.encode())
+            self.send_raw(200, fault.body.encode())
             return
-        texts = body.get("input")
-        texts = [texts] if isinstance(texts, str) else list(texts or [])
-        vectors = HashingEmbedder(int(body.get("dimensions") or 384)).embed(texts)
-        as_base64 = body.get("encoding_format") == "base64"
-        data = [
-            {"object": "embedding", "index": i, "embedding": _b64(v) if as_base64 else v}
-            for i, v in enumerate(vectors)
-        ]
-        tokens = sum(len(t) for t in texts) // 4
-        self._send(
-            200,
-            {
-                "object": "list",
-                "data": data,
-                "model": body.get("model"),
-                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-            },
-        )
+        self._send(200, embeddings(body))
 
     def _send(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-        self._send_raw(status, json.dumps(payload).encode(), headers)
-
-    def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_json(status, payload, headers)
 
 
 def _form_of(body: dict[str, Any]) -> str:
@@ -542,41 +439,6 @@ def _form_of(body: dict[str, Any]) -> str:
         if field in body:
             return field
     return "prompt"
-
-
-def _schema_of(body: dict[str, Any]) -> dict[str, Any]:
-    """The JSON schema a chat request asks for, in whichever form it came."""
-    fmt = body.get("response_format")
-    if isinstance(fmt, dict):
-        found = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema")
-        if isinstance(found, dict):
-            return found
-    outputs = body.get("structured_outputs")
-    if isinstance(outputs, dict) and isinstance(outputs.get("json"), dict):
-        return outputs["json"]
-    return body["guided_json"] if isinstance(body.get("guided_json"), dict) else {}
-
-
-def _chat_job(body: dict[str, Any]) -> str:
-    fmt = body.get("response_format") or {}
-    name = (fmt.get("json_schema") or {}).get("name") if isinstance(fmt, dict) else None
-    if name is None and "action" in (_schema_of(body).get("properties") or {}):
-        name = "pmem_readout"  # the readout's schema, sent in a form without a name
-    if name in _SCHEMA_JOBS:
-        return _SCHEMA_JOBS[name]
-    for message in body.get("messages") or []:
-        if message.get("role") == "system":
-            first = str(message.get("content", "")).strip().splitlines()[:1]
-            if first and first[0].strip() in _HEADER_JOBS:
-                return _HEADER_JOBS[first[0].strip()]
-    if name == "pmem_readout":
-        return "readout"
-    text = "\n".join(str(m.get("content", "")) for m in body.get("messages") or [])
-    if "Do A and B state different values" in text:
-        return "prune"
-    if "You answer questions from" in text:
-        return "answer"
-    return "chat"
 
 
 def _memory_lines(user: str) -> list[str]:
@@ -592,10 +454,6 @@ def _default_answer(user: str) -> str:
         if " = " in line:
             return line.split(" = ", 1)[1].split(";", 1)[0].replace(" (contested)", "").strip()
     return lines[-1] if lines else "unknown"
-
-
-def _b64(vector: list[float]) -> str:
-    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
 
 
 @pytest.fixture
