@@ -49,6 +49,7 @@ from memory.models import Cell, Evidence, KeyAlias, Namespace
 
 from .basis import candidate_heads
 from .batch import Applied, Batch
+from .binding import pipelined
 from .embeddings import refresh_after_commit
 from .frontier import frontier_flush_if_due
 from .planning import ModelUnavailable, plan_facts, plan_with_model
@@ -601,9 +602,10 @@ def _commit_transaction(prepared: list[_Prepared], *, recorded: bool = False,
             else:  # each round of its facts applied before the next is planned
                 plan_facts(facts=p.facts, actor=row.actor, overlay=batch.overlay,
                            apply=partial(batch.apply, evidence=row))
-        for applied in batch.write():
-            out.setdefault(applied.operation.evidence_id or 0, []).append(applied)
-        mark_committed([p.settled for _, p in live], now)
+        with pipelined():  # nothing below reads a result but the ids the writer takes first
+            for applied in batch.write():
+                out.setdefault(applied.operation.evidence_id or 0, []).append(applied)
+            mark_committed([p.settled for _, p in live], now)
     return out, [row.received_at for row, _ in live]
 
 

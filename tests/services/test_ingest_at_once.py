@@ -8,12 +8,13 @@ from __future__ import annotations
 import threading
 
 import pytest
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memory.models import Evidence
 from memory.selectors import cell_value
 from memory.services import observation_ingest, observation_record
+from memory.services.binding import pipelined
 from tests.support.worker import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,3 +62,15 @@ def test_the_ingest_neither_re_reads_nor_nests_what_it_recorded(ns):
     assert not any(s.startswith(("SAVEPOINT", "RELEASE SAVEPOINT")) for s in sqls), sqls
     assert not any("FOR UPDATE" in s and "memory_evidence" in s for s in sqls), sqls
 
+
+def test_a_statement_failing_in_a_pipeline_raises_djangos_error(ns):
+    evidence = observation_ingest(namespace=ns, facts=[{"key": "k", "value": "v"}])
+    with pytest.raises(IntegrityError), transaction.atomic(), pipelined():
+        with connection.cursor() as cur:  # the same seq twice in one namespace
+            cur.execute("UPDATE memory_evidence SET seq = seq WHERE id = %s", [evidence.pk])
+            cur.execute("INSERT INTO memory_evidence (namespace_id, seq, text, source,"
+                        " received_at, actor, state, error, chat_calls, embed_calls,"
+                        " prompt_tokens, completion_tokens) SELECT namespace_id, seq, '', '',"
+                        " now(), '', 'pending', '', 0, 0, 0, 0 FROM memory_evidence"
+                        " WHERE id = %s", [evidence.pk])
+    assert Evidence.objects.filter(namespace=ns).count() == 1
