@@ -12,8 +12,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.selectors import observation_when_settled, settled
-from memory.services import namespace_drain, observation_fail, observation_record
+from memory.selectors import observation_detail, observation_when_settled, settled
+from memory.services import (
+    namespace_drain,
+    observation_fail,
+    observation_ingest,
+    observation_record,
+)
 from tests.support.worker import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -75,3 +80,14 @@ def test_a_settled_observation_answers_at_once(ns):
 def test_a_wait_runs_out_with_the_observation_as_it_is(ns):
     evidence = observation_record(namespace=ns, facts=[{"key": "k", "value": "v"}]).evidence
     assert observation_when_settled(evidence.pk, timeout=0.05).state == "pending"
+
+
+def test_the_answer_reads_operations_with_their_versions_in_one_statement(ns):
+    # What a woken request pays after the commit: its row (above), then the operations with
+    # each version's status and ordinal in one join, then the extraction's parts.
+    evidence = observation_ingest(namespace=ns, facts=[{"key": f"k{i}", "value": "v"}
+                                                       for i in range(30)])
+    with CaptureQueriesContext(connection) as queries:
+        detail = observation_detail(evidence)
+    assert len(queries.captured_queries) == 2
+    assert [(op["ordinal"], op["status"]) for op in detail["operations"]] == [(1, "active")] * 30
