@@ -41,7 +41,7 @@ FACTS = 30
 #: commit, embedding refresh; BEGIN/COMMIT included). It was 35 when this was first written,
 #: 25 since the drain extracts inside its commit without a model (decision 14), 21 since the
 #: one-transaction ingest neither nests a savepoint nor re-reads the row it just inserted,
-#: and checks what is ahead of it in its insert (decision 145).
+#: and checks what is ahead of it in its insert (decision 147).
 MAX_STATEMENTS_PER_OBSERVATION = 21
 
 
