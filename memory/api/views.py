@@ -66,10 +66,9 @@ def _enqueue(evidence_id: int) -> None:
 
 
 def _observation(detail: dict[str, Any]) -> dict[str, Any]:
-    """An observation's answer, its operations' versions named with their ordinals too."""
-    body = o.ObservationOut.render(detail)
-    versions.attach(references=body["operations"])
-    return body
+    """An observation's answer (its operations' versions named with their ordinals: the
+    selector reads them with the operations)."""
+    return o.ObservationOut.render(detail)
 
 
 class ObservationsView(NamespaceView):

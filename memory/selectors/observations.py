@@ -31,7 +31,7 @@ from memory.domain import (
     OpType,
     Status,
 )
-from memory.models import Evidence, Namespace, Operation, SupportEdge, Version
+from memory.models import Evidence, Namespace, Operation, SupportEdge
 
 from . import settled
 from .shapes import LIST_TEXT_CHARS
@@ -74,12 +74,12 @@ def observation_detail(evidence: Evidence) -> dict[str, Any]:
     """An observation as the API shows it (``ObservationOut``): its text and facts, when it
     was observed, received and committed, the operations it produced with the status each
     version has now, what its model calls cost, how it became facts and what it yielded.
-    Three statements (operations, their versions' statuses, the extraction's parts)."""
+    Two statements: the operations with their versions' status and ordinal (one join, so a
+    waiting request answers soon after the commit), the extraction's parts."""
     ops = list(Operation.objects.filter(evidence=evidence).order_by("id").only(
         "id", "type", "requested", "key", "value", "version_id", "reason", "actor", "method",
-        "source"))
-    statuses = dict(Version.objects.filter(pk__in=[o.version_id for o in ops if o.version_id])
-                    .values_list("id", "status"))
+        "source").annotate(version_status=F("version__status"),
+                           version_ordinal=F("version__ordinal")))
     return {
         "id": evidence.id, "seq": evidence.seq, "status": evidence.state,
         "error": evidence.error, "source": evidence.source, "text": evidence.text,
@@ -87,8 +87,8 @@ def observation_detail(evidence: Evidence) -> dict[str, Any]:
         "received_at": evidence.received_at, "committed_at": evidence.committed_at,
         "operations": [
             {"op": o.type, "requested": o.requested, "key": o.key, "value": o.value,
-             "version": o.version_id,
-             "status": statuses.get(o.version_id) if o.version_id else None, "reason": o.reason,
+             "version": o.version_id, "ordinal": o.version_ordinal,
+             "status": o.version_status, "reason": o.reason,
              "actor": o.actor, "method": o.method, "source": o.source}
             for o in ops
         ],

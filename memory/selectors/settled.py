@@ -135,17 +135,18 @@ LISTENER = SettledListener()
 def observation_when_settled(evidence_id: int, timeout: float) -> Evidence:
     """The observation once it is committed or failed, or as it is after ``timeout`` seconds
     (text and facts; never the extraction or the embedding). Woken by the commit's notice:
-    one look at the row before sleeping and one per wake-up."""
+    one look at the row before sleeping and one per wake-up, each the answer when it finds
+    the row settled (the wake-up is what a waiting request pays after the commit)."""
     deadline = time.monotonic() + timeout
-    settled = Evidence.objects.filter(pk=evidence_id, state__in=SETTLED_STATES)
+    row = Evidence.objects.defer("extracted", "embedding").filter(pk=evidence_id)
     event = LISTENER.watch(evidence_id)
     try:
-        while not settled.exists():
+        while True:
+            evidence = row.get()
             left = deadline - time.monotonic()
-            if left <= 0:
-                break
+            if evidence.state in SETTLED_STATES or left <= 0:
+                return evidence
             event.wait(min(left, SAFETY_POLL_SECONDS))
             event.clear()
     finally:
         LISTENER.forget(evidence_id, event)
-    return Evidence.objects.defer("extracted", "embedding").get(pk=evidence_id)

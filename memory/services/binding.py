@@ -80,6 +80,17 @@ def bound_cursor() -> Iterator[Any]:
         cursor.close()
 
 
+@contextmanager
+def pipelined() -> Iterator[None]:
+    """Statements whose results nobody reads go out back to back (psycopg's pipeline mode):
+    ONE round trip to the server for all of them instead of one each, the same statements in
+    the same order and transaction. A statement that fails raises when the block ends (or at
+    the first result read inside it), as Django's error, so a deadlock is retried like any."""
+    connection.ensure_connection()
+    with connection.wrap_database_errors, connection.connection.pipeline():
+        yield
+
+
 class Float4Array:
     """Many vectors as ONE flat ``float4[]`` parameter, sent in binary: vector ``i`` (from 0)
     is ``(param)[i * dim + 1 : (i + 1) * dim]::vector`` in SQL. Formatting 384 floats as text

@@ -49,6 +49,7 @@ from memory.models import Cell, Evidence, KeyAlias, Namespace
 
 from .basis import candidate_heads
 from .batch import Applied, Batch
+from .binding import pipelined
 from .embeddings import refresh_after_commit
 from .frontier import frontier_flush_if_due
 from .planning import ModelUnavailable, plan_facts, plan_with_model
@@ -572,18 +573,21 @@ def _count_committed(received: list[datetime]) -> None:
         metrics.SETTLE_SECONDS.observe(max(0.0, (now - at).total_seconds()))
 
 
-def _commit_transaction(prepared: list[_Prepared],
+def _commit_transaction(prepared: list[_Prepared], *, recorded: bool = False,
                         ) -> tuple[dict[int, list[Applied]], list[datetime]]:
     """The transaction of :func:`_commit`: the operations by evidence id, and when each
-    observation it committed was received."""
+    observation it committed was received. ``recorded``: the caller inserted these evidence
+    rows in its own open transaction, which this joins (no savepoint: a failure rolls the
+    whole of it back); its insert locks them, so they are taken as they are."""
     out: dict[int, list[Applied]] = {}
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=not recorded):
         # of=("self",): lock the evidence rows only, never their namespace's row (a flush's
         # foreign-key check takes KEY SHARE on it, and would wait for this whole group).
-        locked = {e.pk: e for e in Evidence.objects.select_for_update(of=("self",))
-                  .defer("embedding").select_related("namespace")
-                  .filter(pk__in=[p.evidence.pk for p in prepared])}
+        locked = ({p.evidence.pk: p.evidence for p in prepared} if recorded else
+                  {e.pk: e for e in Evidence.objects.select_for_update(of=("self",))
+                   .defer("embedding").select_related("namespace")
+                   .filter(pk__in=[p.evidence.pk for p in prepared])})
         live = [(locked[p.evidence.pk], p) for p in prepared
                 if p.evidence.pk in locked and locked[p.evidence.pk].state in UNSETTLED]
         if not live:
@@ -598,9 +602,10 @@ def _commit_transaction(prepared: list[_Prepared],
             else:  # each round of its facts applied before the next is planned
                 plan_facts(facts=p.facts, actor=row.actor, overlay=batch.overlay,
                            apply=partial(batch.apply, evidence=row))
-        for applied in batch.write():
-            out.setdefault(applied.operation.evidence_id or 0, []).append(applied)
-        mark_committed([p.settled for _, p in live], now)
+        with pipelined():  # nothing below reads a result but the ids the writer takes first
+            for applied in batch.write():
+                out.setdefault(applied.operation.evidence_id or 0, []).append(applied)
+            mark_committed([p.settled for _, p in live], now)
     return out, [row.received_at for row, _ in live]
 
 
@@ -704,23 +709,23 @@ def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, An
     if not runs_locally() or in_transaction() or not _try_lock(namespace.pk):
         return None
     try:
-        if _next_unsettled(namespace.pk):
-            return None  # earlier observations commit first, in seq order
         evidence = Evidence(namespace=namespace, text=text, facts=facts, source=source,
                             observed_at=observed_at, actor=actor)
         prepared = _prepare(evidence, local=True)  # every vector, before the transaction
 
         def record_and_commit() -> tuple[dict[int, list[Applied]], list[datetime]]:
             with transaction.atomic():
-                evidence.pk = None  # run again after a deadlock: the aborted row was not kept
                 evidence.seq = _take_seqs(namespace, 1)
-                evidence.save(force_insert=True)
+                if not _insert_if_first(evidence):
+                    raise _Behind
                 prepared.settled = replace(prepared.settled, evidence_id=evidence.pk)
-                return _commit_transaction([prepared])
+                return _commit_transaction([prepared], recorded=True)
 
         try:
             out, received = _retrying("an observation recorded and committed at once",
                                       record_and_commit)
+        except _Behind:
+            return None  # earlier observations commit first, in seq order
         except Exception:
             log.warning("ingest in one transaction failed; recording it on its own",
                         exc_info=True)
@@ -735,6 +740,33 @@ def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, An
     if _more_to_do(namespace.pk):  # one that tried the drain meanwhile left it to us
         namespace_drain(namespace_id=namespace.pk)
     return Evidence.objects.get(pk=evidence.pk)
+
+
+class _Behind(Exception):
+    """An earlier observation of the namespace is unsettled: this one must wait its turn."""
+
+
+def _insert_if_first(evidence: Evidence) -> bool:
+    """Insert ``evidence`` (its seq taken) unless an earlier observation of its namespace is
+    unsettled; False, inserting nothing, when one is. Must follow :func:`_take_seqs` in the
+    same transaction: this statement's snapshot is taken once the namespace row lock is held,
+    so every observation recorded with a lower seq has committed and is seen here (a check
+    made before the seq was taken could miss one recorded in between). The look is served by
+    the partial index of unsettled observations (``IN``, so its predicate is matched)."""
+    fields = [f for f in Evidence._meta.concrete_fields if not f.primary_key]
+    values = [f.get_db_prep_save(f.pre_save(evidence, add=True), connection) for f in fields]
+    with connection.cursor() as cur:
+        cur.execute(
+            f"INSERT INTO memory_evidence ({', '.join(str(f.column) for f in fields)})"
+            f" SELECT {', '.join(f'%s::{f.cast_db_type(connection)}' for f in fields)}"
+            " WHERE NOT EXISTS (SELECT 1 FROM memory_evidence WHERE namespace_id = %s"
+            f" AND state IN ({', '.join(['%s'] * len(UNSETTLED))})) RETURNING id",
+            [*values, evidence.namespace_id, *[str(s) for s in UNSETTLED]])
+        row = cur.fetchone()
+    if row is None:
+        return False
+    evidence.pk, evidence._state.adding = row[0], False
+    return True
 
 
 def observations_ingest(*, namespace: Namespace, observations: list[dict[str, Any]],

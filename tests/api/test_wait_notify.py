@@ -1,6 +1,7 @@
 """``?wait=1`` is woken by the commit's notice (LISTEN/NOTIFY), not by polling: a waiter
 looks at its row once before sleeping and once when the notice wakes it, however long the
-commit takes; a failure wakes it the same way."""
+commit takes, and the look that finds it settled is the answer; a failure wakes it the same
+way."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.selectors import observation_when_settled, settled
-from memory.services import namespace_drain, observation_fail, observation_record
+from memory.selectors import observation_detail, observation_when_settled, settled
+from memory.services import (
+    namespace_drain,
+    observation_fail,
+    observation_ingest,
+    observation_record,
+)
 from tests.support.worker import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -50,7 +56,7 @@ def test_a_wait_is_woken_by_the_commit(ns, no_safety_poll):
     namespace_drain(namespace_id=ns.pk)  # commits it, announcing it in its transaction
     thread.join(timeout=60)
     assert out["evidence"].state == "committed"
-    assert len(out["queries"]) <= 3  # a look before sleeping, one after the notice, the row
+    assert len(out["queries"]) <= 2  # a look before sleeping, one after the notice: the row
     assert settled.LISTENER.delivered > delivered
     assert not settled.LISTENER.waiting(evidence.pk)  # nothing left behind
 
@@ -60,7 +66,7 @@ def test_a_wait_is_woken_by_a_failure(ns, no_safety_poll):
     thread, out = _waiting(evidence.pk)
     assert observation_fail(evidence_id=evidence.pk, error="given up")
     thread.join(timeout=60)
-    assert out["evidence"].state == "failed" and len(out["queries"]) <= 3
+    assert out["evidence"].state == "failed" and len(out["queries"]) <= 2
 
 
 def test_a_settled_observation_answers_at_once(ns):
@@ -68,9 +74,20 @@ def test_a_settled_observation_answers_at_once(ns):
     namespace_drain(namespace_id=ns.pk)
     with CaptureQueriesContext(connection) as queries:
         assert observation_when_settled(evidence.pk, timeout=120).state == "committed"
-    assert len(queries.captured_queries) == 2
+    assert len(queries.captured_queries) == 1
 
 
 def test_a_wait_runs_out_with_the_observation_as_it_is(ns):
     evidence = observation_record(namespace=ns, facts=[{"key": "k", "value": "v"}]).evidence
     assert observation_when_settled(evidence.pk, timeout=0.05).state == "pending"
+
+
+def test_the_answer_reads_operations_with_their_versions_in_one_statement(ns):
+    # What a woken request pays after the commit: its row (above), then the operations with
+    # each version's status and ordinal in one join, then the extraction's parts.
+    evidence = observation_ingest(namespace=ns, facts=[{"key": f"k{i}", "value": "v"}
+                                                       for i in range(30)])
+    with CaptureQueriesContext(connection) as queries:
+        detail = observation_detail(evidence)
+    assert len(queries.captured_queries) == 2
+    assert [(op["ordinal"], op["status"]) for op in detail["operations"]] == [(1, "active")] * 30
