@@ -72,8 +72,16 @@ def _start_local_model() -> Any:
     print("P-Mem: starting the bundled SmolLM2-135M server (PMEM_LLM=local) ...", flush=True)
     server = LocalModelServer(log_path=Path(os.environ.get("PMEM_DATA_DIR", "var"))
                               / "local-model.log").start()
-    os.environ["PMEM_LLM_BASE_URL"], os.environ["PMEM_LLM_MODEL"] = server.base_url, server.model
+    use_local_model(server.base_url, server.model)
     return server
+
+
+def use_local_model(base_url: str, model: str) -> None:
+    """Point the stack at the bundled model. It answers one request at a time (one thread on
+    a CPU), so one call in flight unless said otherwise: eight would only queue there, each
+    waiting behind the others' answers until the client's timeout gives up on it."""
+    os.environ["PMEM_LLM_BASE_URL"], os.environ["PMEM_LLM_MODEL"] = base_url, model
+    os.environ.setdefault("PMEM_MODEL_CONCURRENCY", "1")
 
 
 def _interrupt(signum: int, frame: object) -> None:

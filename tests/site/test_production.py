@@ -88,3 +88,18 @@ def test_make_run_refuses_pmem_https_with_the_development_secret_key(tmp_path):
     assert result.returncode == 2
     assert "PMEM_SECRET_KEY" in result.stderr
     assert not data.exists()  # refused before starting anything
+
+
+def test_the_bundled_model_gets_one_call_at_a_time_unless_told_otherwise(monkeypatch):
+    """`PMEM_LLM=local make run`: the bundled server answers one request at a time, so the
+    stack keeps one call in flight; an operator's own setting stands."""
+    from pmem_site.run import use_local_model
+
+    monkeypatch.delenv("PMEM_MODEL_CONCURRENCY", raising=False)
+    monkeypatch.setenv("PMEM_LLM_BASE_URL", "")
+    use_local_model("http://127.0.0.1:1/v1", "SmolLM2")
+    assert (os.environ["PMEM_LLM_BASE_URL"], os.environ["PMEM_MODEL_CONCURRENCY"]) == (
+        "http://127.0.0.1:1/v1", "1")
+    monkeypatch.setenv("PMEM_MODEL_CONCURRENCY", "3")
+    use_local_model("http://127.0.0.1:1/v1", "SmolLM2")
+    assert os.environ["PMEM_MODEL_CONCURRENCY"] == "3"
