@@ -60,7 +60,7 @@ def extract_facts(client: ModelClient, text: str,
         return ExtractionResult()
     result = client.chat_json(
         messages=prompts.extraction_messages(text, memory),
-        schema=prompts.EXTRACTION_SCHEMA,
+        schema=prompts.extraction_schema(memory),
         schema_name=prompts.EXTRACTION,
         kind="extract",
     )

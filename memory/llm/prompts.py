@@ -24,30 +24,47 @@ IDENTITY = "pmem_identity"
 
 _NULLABLE_STRING: dict[str, Any] = {"type": ["string", "null"]}
 
-EXTRACTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "facts": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "key": {"type": "string"},
-                    "value": {"type": "string"},
-                    "assertion": {"type": "string", "enum": list(ASSERTIONS)},
-                    "op": {"type": "string", "enum": list(OPS)},
-                    "old_value": _NULLABLE_STRING,
-                },
-                # op and old_value are asked for, not required: a weak model under a grammar
-                # that forces them runs on far longer, and a fact without them is annotated.
-                "required": ["key", "value", "assertion"],
-                "additionalProperties": False,
-            },
-        }
-    },
-    "required": ["facts"],
-    "additionalProperties": False,
+_FACT: dict[str, Any] = {
+    "key": {"type": "string"},
+    "value": {"type": "string"},
+    "assertion": {"type": "string", "enum": list(ASSERTIONS)},
 }
+
+
+def _facts_schema(properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "facts": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": properties,
+                    "required": ["key", "value", "assertion"],
+                    "additionalProperties": False,
+                },
+            }
+        },
+        "required": ["facts"],
+        "additionalProperties": False,
+    }
+
+
+#: Extraction with no heads shown: facts only.
+EXTRACTION_SCHEMA: dict[str, Any] = _facts_schema(_FACT)
+#: Extraction shown heads: each fact may also carry the patch it makes on its key's head. Op
+#: and old value are asked for, not required: a weak model under a grammar that forces them
+#: runs on far longer, and a fact without them is annotated. Not offered when no head is
+#: shown: there is nothing to patch, and a grammar that allows them lets a small model run on
+#: in them to its token limit.
+EXTRACTION_PATCH_SCHEMA: dict[str, Any] = _facts_schema(
+    {**_FACT, "op": {"type": "string", "enum": list(OPS)}, "old_value": _NULLABLE_STRING})
+
+
+def extraction_schema(memory: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """The schema of an extraction shown ``memory`` (see :func:`extraction_messages`)."""
+    return EXTRACTION_PATCH_SCHEMA if memory else EXTRACTION_SCHEMA
+
 
 ANNOTATION_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -40,6 +40,30 @@ def test_extraction_returns_facts_in_observation_order_from_one_call(
     assert result.prompt_tokens > 0 and result.raw
 
 
+def test_the_patch_fields_are_offered_only_when_heads_are_shown(
+    make_client: ClientFactory, scripted_llm: ScriptedLLM
+) -> None:
+    """With no head shown the grammar is the facts-only one: a small model allowed `op` and
+    `old_value` with nothing to patch runs on in them to its token limit."""
+    client = make_client()
+    extract_facts(client, "home city = Berlin")
+    extract_facts(client, "home city = Paris",
+                  memory=[{"key": "home_city", "value": "Berlin", "status": "accepted"}])
+
+    first, second = (r.body["response_format"]["json_schema"]["schema"]
+                     for r in scripted_llm.requests_for("extraction"))
+    item = "facts", "items", "properties"
+    assert set(_at(first, item)) == {"key", "value", "assertion"}
+    assert set(_at(second, item)) == {"key", "value", "assertion", "op", "old_value"}
+
+
+def _at(schema: dict, path: tuple[str, ...]) -> dict:
+    node = schema["properties"][path[0]]
+    for name in path[1:]:
+        node = node[name]
+    return node
+
+
 def test_extraction_normalises_keys_drops_empty_facts_and_repairs_assertions(
     make_client: ClientFactory, scripted_llm: ScriptedLLM
 ) -> None:
