@@ -150,6 +150,7 @@ class _Line:
         self.extracted: dict[int, Evidence | None] = {}
         self.planning: dict[int, Future[_Prepared | None]] = {}
         self.elsewhere: dict[int, Future[None]] = {}  # other namespaces' extractions
+        self.looked_elsewhere = 0.0  # monotonic: when it last looked for them
 
     def advance(self) -> Evidence | None:
         """The head of the line, after the window is topped up; None: stop here."""
@@ -174,11 +175,13 @@ class _Line:
         return line
 
     def _extract_elsewhere(self) -> None:
-        """Give the threads this namespace leaves idle to other namespaces' extractions."""
+        """Give the threads this namespace leaves idle to other namespaces' extractions
+        (looked for at most once per ``_WAKE_S``: a drain commits far more often)."""
         self.elsewhere = {pk: f for pk, f in self.elsewhere.items() if not f.done()}
         busy = sum(not f.done() for f in self._futures()) + len(self.elsewhere)
-        if busy >= self.width:
+        if busy >= self.width or time.monotonic() - self.looked_elsewhere < _WAKE_S:
             return
+        self.looked_elsewhere = time.monotonic()
         with _elsewhere_lock:  # not what another drain of this process is extracting
             if time.monotonic() < _elsewhere_paused[0]:
                 return

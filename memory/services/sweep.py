@@ -51,16 +51,20 @@ _UNHELD = f"""
     ORDER BY e.namespace_id, e.seq
     LIMIT %(limit)s
 """
-#: Observations of other namespaces still to extract that nobody is extracting, oldest
-#: first, leaving out those a task is due back for after a retry (a lease longer than a
-#: queued message's): the model just failed them.
+#: Observations of other namespaces still to extract that nobody is extracting, leaving out
+#: those a task is due back for after a retry (a lease longer than a queued message's): the
+#: model just failed them. Read in the order of the unsettled index (namespace, seq), at most
+#: ``scan`` rows, and only those tested against the locks: a long backlog costs no more.
 _UNCLAIMED_ELSEWHERE = f"""
-    SELECT e.id FROM memory_evidence e
-    WHERE e.state = ANY(%(states)s) AND e.extracted IS NULL AND e.namespace_id <> %(namespace)s
-      AND NOT (e.id = ANY(%(skip)s::bigint[]))
-      AND (e.lease_until IS NULL OR e.lease_until <= now() + make_interval(secs => %(every)s))
-      AND NOT {_CLAIM_HELD}
-    ORDER BY e.id
+    SELECT e.id FROM (
+        SELECT id FROM memory_evidence
+        WHERE state = ANY(%(states)s) AND extracted IS NULL AND namespace_id <> %(namespace)s
+          AND NOT (id = ANY(%(skip)s::bigint[]))
+          AND (lease_until IS NULL OR lease_until <= now() + make_interval(secs => %(every)s))
+        ORDER BY namespace_id, seq
+        LIMIT %(scan)s
+    ) e
+    WHERE NOT {_CLAIM_HELD}
     LIMIT %(limit)s
 """
 
@@ -89,11 +93,13 @@ def observations_unheld(*, leased: bool = True, limit: int = 10_000) -> list[int
 def observations_unclaimed_elsewhere(*, namespace_id: int, limit: int,
                                      skip: list[int]) -> list[int]:
     """Ids of up to ``limit`` observations of other namespaces than ``namespace_id`` (and
-    not in ``skip``) that wait for extraction with nobody extracting them, oldest first."""
+    not in ``skip``) that wait for extraction with nobody extracting them, each namespace's
+    oldest first; at most ``4 * limit`` candidates are read."""
     with connection.cursor() as cur:
         cur.execute(_UNCLAIMED_ELSEWHERE, {
             "states": [str(s) for s in UNSETTLED_STATES], "namespace": namespace_id,
-            "skip": skip, "every": sweep_every().total_seconds(), "limit": limit})
+            "skip": skip, "every": sweep_every().total_seconds(), "limit": limit,
+            "scan": 4 * limit})
         return [int(row[0]) for row in cur.fetchall()]
 
 
