@@ -41,6 +41,9 @@ OBSERVATIONS_REQUEUED = Counter(
 PLANS_REDONE = Counter(
     "pmem_plans_redone",
     "Plans made ahead of their turn that an earlier commit made stale: planned again.")
+PLANS_ON_EARLIER = Counter(
+    "pmem_plans_on_earlier_plans",
+    "Plans made on what earlier observations' plans, not committed yet, leave of their keys.")
 COMMIT_SECONDS = Histogram(
     "pmem_commit_seconds",
     "Seconds one commit transaction took (one observation, or a group without a model).",

@@ -7,10 +7,11 @@ observations in preparation — extraction (under the observation's extraction c
 as a task takes it: a task extracting one already is waited for, never doubled), soft key
 identity and annotation — on this process's pool of threads, each with its own database
 connection, and commits them strictly in ``seq`` order, each in its own short transaction.
-A plan was made against the state its thread saw; before it is applied, its basis (what it
-read: memory.services.basis) is checked, and when an earlier commit changed any of it the
-observation is planned again, there and then. The result is the one planning each
-observation after the previous one committed would give.
+A plan was made against the state its thread saw — and, when an earlier observation not
+committed yet names one of its keys, against what that one's plan will make of the key; before
+it is applied, its basis (what it read: memory.services.basis) is checked, and when an earlier
+commit left any of it otherwise the observation is planned again, there and then. The result
+is the one planning each observation after the previous one committed would give.
 
 Threads the namespace leaves idle (its line is shorter than the window) extract the oldest
 observations of other namespaces that nobody is extracting, under their claims: a worker
@@ -31,7 +32,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
 from functools import partial
@@ -57,7 +58,7 @@ from .observations import (
     observation_fail,
     retry_leased,
 )
-from .planning import ModelUnavailable
+from .planning import Ahead, ModelUnavailable
 from .sweep import observations_unclaimed_elsewhere
 
 log = logging.getLogger("pmem.observations")
@@ -135,9 +136,10 @@ def drain_ahead(namespace_id: int, *, room: int | None, deadline: float | None,
 
 class _Line:
     """The observations in preparation: each is extracted on a thread as soon as it is in the
-    window, and planned on a thread once every earlier one in the window is extracted and
-    none of those names one of its keys (a plan made before such a one commits would be
-    stale for certain: it is planned at its turn instead, on the state that one leaves)."""
+    window, and planned on a thread once every earlier one in the window is extracted — at
+    once when none of those names one of its keys, else once those are planned, on the
+    state their plans leave (a plan made on the state before such a one commits would be
+    stale for certain)."""
 
     def __init__(self, namespace_id: int, *, threaded: bool,
                  give_up_at: float | None = None) -> None:
@@ -257,17 +259,37 @@ class _Line:
                 del self.extracting[pk]
 
     def _plan_what_may_be(self) -> None:
+        """Plan each observation whose earlier ones in the window are extracted: at once
+        when none of them names one of its keys, else once all of those are planned, on
+        what their plans leave (the commit checks both against what they did)."""
         if not self.threaded:
             return
-        names: set[str] = set()
+        naming: dict[str, list[int]] = {}  # key -> the earlier observations naming it
         for pk in self.order:
             if pk in self.extracting:
                 return  # its keys are not known yet: nothing behind it is planned yet
             evidence = self.extracted.get(pk)
             keys = _keys(evidence)
-            if pk not in self.planning and evidence is not None and not keys & names:
-                self.planning[pk] = _from_kept(pk) or self._submit(_planned, pk)
-            names |= keys
+            if pk not in self.planning and evidence is not None:
+                earlier = sorted({e for key in keys for e in naming.get(key, ())})
+                ahead = self._plans(earlier)
+                if ahead is not None:
+                    self.planning[pk] = _from_kept(pk) or self._submit(_planned, pk, ahead)
+            for key in keys:
+                naming.setdefault(key, []).append(pk)
+
+    def _plans(self, earlier: list[int]) -> list[Ahead] | None:
+        """The plans of the ``earlier`` observations, once each is made; None while one is
+        still being made (or failed: its turn decides)."""
+        ahead: list[Ahead] = []
+        for pk in earlier:
+            future = self.planning.get(pk)
+            if future is None or not future.done() or future.exception() is not None:
+                return None
+            prepared = future.result()
+            if prepared is not None and prepared.plan is not None:
+                ahead.append((prepared.evidence, prepared.plan.items))
+        return ahead
 
 
 def _keep(evidence_id: int, done: Future[_Prepared | None]) -> None:
@@ -339,23 +361,33 @@ def _extracted_elsewhere(evidence_id: int) -> None:
         connection.close()
 
 
-def _planned(evidence_id: int) -> _Prepared | None:
-    """On a thread: plan it on the state now; None once it has settled."""
+def _planned(evidence_id: int, ahead: Sequence[Ahead] = ()) -> _Prepared | None:
+    """On a thread: plan it on the state now and what the plans ``ahead`` leave of it;
+    None once it has settled."""
     try:
-        return _ready(evidence_id)
+        return _ready(evidence_id, ahead)
     finally:
         connection.close()
 
 
-def _ready(evidence_id: int) -> _Prepared | None:
-    """Extract (if nobody has) and plan one observation; None when it settled meanwhile."""
+def _ready(evidence_id: int, ahead: Sequence[Ahead] = ()) -> _Prepared | None:
+    """Extract (if nobody has) and plan one observation; None when it settled meanwhile.
+    Of the plans ``ahead``, those whose observations are committed by now are left out:
+    the state holds what they did."""
     evidence = Evidence.objects.defer("embedding").select_related("namespace").get(
         pk=evidence_id)
     if evidence.state in UNSETTLED_STATES and evidence.extracted is None:
         _extract_waiting(evidence_id)
         evidence = Evidence.objects.defer("embedding").select_related("namespace").get(
             pk=evidence_id)
-    return _prepare(evidence, local=False) if evidence.state in UNSETTLED_STATES else None
+    if evidence.state not in UNSETTLED_STATES:
+        return None
+    if ahead:
+        pending = set(Evidence.objects.filter(
+            pk__in=[e.pk for e, _ in ahead], state__in=UNSETTLED_STATES).values_list(
+                "pk", flat=True))
+        ahead = [(e, items) for e, items in ahead if e.pk in pending]
+    return _prepare(evidence, local=False, ahead=ahead)
 
 
 def _extract_waiting(evidence_id: int) -> None:

@@ -5,7 +5,10 @@ its :class:`Basis` — every cell it read (its head, the head's status and alter
 version a withdrawal named, and for each new key soft identity looked at, the registered key
 it was compared with — and the commit checks it under the namespace's drain lock: when
 anything differs, the observation is planned again, so the result is the one planning it in
-``seq`` order would give. The heads extraction is shown (:func:`candidate_heads`) live here
+``seq`` order would give. A cell that earlier observations' plans (not committed yet) move is
+read as they leave it and compared by content — its head's value, status and alternatives —
+which is all planning reads of it (only a cell named once, and not by a withdrawal, is read
+so: ``planning.plan_with_model``). The heads extraction is shown (:func:`candidate_heads`) live here
 too: what the model proposes is a patch on them, valid while they stand.
 """
 
@@ -36,11 +39,14 @@ _MAX_WORDS = 32
 @dataclass
 class Basis:
     """What one plan read. ``heads``: by every name it looked up (a fact's key as written,
-    and the key identity moved it to). ``withdrawn``: the version each withdrawn value
+    and the key identity moved it to). ``ahead``: instead, for a name whose cell earlier
+    observations not committed yet will change, what their plans leave of it (compared by
+    content: the versions they will write have no ids yet). ``withdrawn``: the version each withdrawn value
     named, by (key, value). ``nearest``: for each new key soft identity looked at, the
     registered key close enough to ask about (None: none was), and the key's vector."""
 
     heads: dict[str, Seen] = field(default_factory=dict)
+    ahead: dict[str, HeadView] = field(default_factory=dict)
     withdrawn: dict[tuple[str, str], int | None] = field(default_factory=dict)
     nearest: dict[str, tuple[str | None, list[float]]] = field(default_factory=dict)
 
@@ -54,10 +60,16 @@ def seen(overlay: Overlay, name: str) -> Seen:
 
 
 def read_basis(overlay: Overlay, names: Sequence[str],
-               withdrawn: Sequence[tuple[str, str]], basis: Basis) -> None:
-    """Record what planning is about to read on ``overlay`` (before any dry run moves it)."""
+               withdrawn: Sequence[tuple[str, str]], basis: Basis,
+               ahead: frozenset[str] = frozenset()) -> None:
+    """Record what planning is about to read on ``overlay`` (before any dry run moves it);
+    ``ahead``: the names whose cells earlier observations' plans have already moved."""
     for name in names:
-        basis.heads[name] = seen(overlay, name)
+        now = seen(overlay, name)
+        if name in ahead and now is not None:
+            basis.ahead[name] = now[2]
+        else:
+            basis.heads[name] = now
     for key, value in withdrawn:
         basis.withdrawn[(key, value)] = overlay.withdrawn_target(key, value)
 
@@ -65,10 +77,14 @@ def read_basis(overlay: Overlay, names: Sequence[str],
 def basis_holds(namespace: Namespace, basis: Basis) -> bool:
     """Does the graph still show what the plan read? Read without a lock: the caller holds
     the namespace's drain lock, which keeps every other commit out."""
-    names = sorted(basis.heads)
+    names = sorted({*basis.heads, *basis.ahead})
     overlay = snapshot_overlay(namespace, names)
-    if any(seen(overlay, name) != basis.heads[name] for name in names):
+    if any(seen(overlay, name) != was for name, was in basis.heads.items()):
         return False
+    for name, view in basis.ahead.items():
+        found = seen(overlay, name)
+        if found is None or found[2] != view:
+            return False
     if any(overlay.withdrawn_target(key, value) != target
            for (key, value), target in basis.withdrawn.items()):
         return False

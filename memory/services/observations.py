@@ -28,7 +28,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
@@ -52,7 +52,7 @@ from .batch import Applied, Batch
 from .binding import pipelined
 from .embeddings import refresh_after_commit
 from .frontier import frontier_flush_if_due
-from .planning import ModelUnavailable, plan_facts, plan_with_model
+from .planning import Ahead, ModelUnavailable, plan_facts, plan_with_model
 from .writer import Settled, mark_committed, notify_settled
 
 log = logging.getLogger("pmem.observations")
@@ -522,9 +522,10 @@ class _Prepared:
     cached: dict[str, str] = field(default_factory=dict)  # packed vectors, for the refresh
 
 
-def _prepare(evidence: Evidence, *, local: bool) -> _Prepared:
+def _prepare(evidence: Evidence, *, local: bool, ahead: Sequence[Ahead] = ()) -> _Prepared:
     """Extraction (local: now, if the drain extracts it) and every vector the commit needs,
-    computed before its transaction opens; with a model, the plan too."""
+    computed before its transaction opens; with a model, the plan too (on what the earlier
+    observations' plans in ``ahead`` leave, where it may)."""
     if local:
         stored = evidence.extracted is not None
         result = ({k: v for k, v in (evidence.extracted or {}).items() if k != "vectors"}
@@ -540,7 +541,7 @@ def _prepare(evidence: Evidence, *, local: bool) -> _Prepared:
     cached = extracted.pop("vectors", None) or {}
     plan = plan_with_model(namespace=evidence.namespace, facts=list(extracted.get("facts", [])),
                            actor=evidence.actor, vectors=cached, evidence=evidence,
-                           shown=extracted.get("shown") or ())
+                           shown=extracted.get("shown") or (), ahead=ahead)
     return _Prepared(
         evidence, [], plan, commit_vectors(((i.key, i.value) for i, _ in plan.items), cached),
         Settled(evidence.pk, extracted if slim else None, chat_calls=plan.chat_calls,

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from memory import metrics
 from memory.domain import (
     SYSTEM_ACTOR,
     HeadView,
@@ -158,7 +159,7 @@ def _method(fact: dict[str, Any], *, by_model: bool) -> Method:
 
 def plan_with_model(*, namespace: Namespace, facts: list[dict[str, Any]], actor: str = "",
                     vectors: dict[str, str] | None = None, evidence: Evidence | None = None,
-                    shown: Sequence[dict[str, Any]] = ()) -> Plan:
+                    shown: Sequence[dict[str, Any]] = (), ahead: Sequence[Ahead] = ()) -> Plan:
     """:func:`plan_facts` outside any transaction, on a snapshot of the heads, with soft key
     identity first for the facts the model reads. ``vectors`` are the observation's cached
     embeddings (:func:`memory.llm.vectors.observation_vectors`); ``evidence``, the
@@ -166,28 +167,105 @@ def plan_with_model(*, namespace: Namespace, facts: list[dict[str, Any]], actor:
     ``shown``, the heads extraction saw: a fact's proposed op stands while its head does.
 
     The plan carries its :class:`~memory.services.basis.Basis`, so that it may be made ahead
-    of its turn and checked at the commit (SPEC §5.5)."""
+    of its turn and checked at the commit (SPEC §5.5). ``ahead``: the plans of earlier
+    observations not committed yet, in seq order; their operations on the keys this one
+    names are applied to its snapshot first (a dry run), so that an observation updating a
+    key an earlier one is about to write is planned now rather than at its turn. It is
+    used only where what is read stays a cell's head and one round plans every fact (no
+    cell named twice, no withdrawal on such a cell); else the plan is made on the snapshot
+    alone."""
+    if ahead:
+        planned = _plan_on_ahead(namespace, facts, ahead)
+        if planned is not None:
+            facts, overlay, moved = planned
+            return _plan_on(namespace, facts, actor, overlay, vectors, evidence, shown,
+                            ahead, moved)
+    return _plan_on(namespace, [dict(f) for f in facts
+                                if normalize_key(str(f.get("key") or ""))],
+                    actor, None, vectors, evidence, shown, (), frozenset())
+
+
+#: Earlier observations' plans, not committed yet: (the observation, its operations).
+Ahead = tuple[Evidence, list[Item]]
+
+
+def _plan_on(namespace: Namespace, facts: list[dict[str, Any]], actor: str,
+             overlay: Overlay | None, vectors: dict[str, str] | None,
+             evidence: Evidence | None, shown: Sequence[dict[str, Any]],
+             ahead: Sequence[Ahead], moved: frozenset[str]) -> Plan:
     plan = Plan()
     basis = Basis()
     client = client_from_settings()
-    facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
     written = sorted({normalize_key(f["key"]) for f in facts})
-    overlay = snapshot_overlay(namespace, written)
+    overlay = overlay or snapshot_overlay(namespace, written)
     read = [f for f in facts if model_reads(f)]
     if client is not None and read:
         _resolve_identities(namespace, read, client, plan, vectors or {},
                             known=set(overlay.cells), basis=basis)
+    # The names as written, as identity saw them: one that an earlier commit has named since
+    # (an alias it registered) must send the plan back, even where a later read agrees.
+    read_basis(overlay, written, (), basis, ahead=moved)
     names = sorted(set(written) | {normalize_key(f["key"]) for f in facts})
     if names != written:
-        overlay = snapshot_overlay(namespace, names)
-    read_basis(overlay, names, [(normalize_key(f["key"]), str(f["value"])) for f in facts
-                                if f.get("assertion") == "withdrawn" and f.get("value")], basis)
+        overlay, moved = _overlay_ahead(namespace, names, ahead)
+        if moved and not _reads_heads_only(facts, overlay, moved):
+            overlay, moved = snapshot_overlay(namespace, names), frozenset()
+        read_basis(overlay, [n for n in names if n not in written], (), basis, ahead=moved)
+    read_basis(overlay, (), [(normalize_key(f["key"]), str(f["value"])) for f in facts
+                             if f.get("assertion") == "withdrawn" and f.get("value")], basis)
+    if basis.ahead:
+        metrics.PLANS_ON_EARLIER.inc()
     if client is not None:
         _take_proposals(facts, overlay, shown)
     plan = plan_facts(facts=facts, actor=actor, overlay=overlay, client=client, plan=plan,
                       apply=_dry_run(namespace, overlay, evidence), apply_last=False)
     plan.basis = basis
     return plan
+
+
+def _plan_on_ahead(namespace: Namespace, facts: Sequence[dict[str, Any]],
+                   ahead: Sequence[Ahead]) -> tuple[list[dict[str, Any]], Overlay,
+                                                     frozenset[str]] | None:
+    """The facts and the overlay to plan them on, earlier plans applied; None when a cell
+    is named by more than one fact, or one those plans move by a withdrawal: what that
+    reads is more than its head (a version to revoke, the history a revocation reinstates),
+    which a dry run on a snapshot does not hold as the commit will."""
+    facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
+    written = sorted({normalize_key(f["key"]) for f in facts})
+    overlay, moved = _overlay_ahead(namespace, written, ahead)
+    if not moved or not _reads_heads_only(facts, overlay, moved):
+        return None
+    return facts, overlay, moved
+
+
+def _reads_heads_only(facts: Sequence[dict[str, Any]], overlay: Overlay,
+                      moved: frozenset[str]) -> bool:
+    """Does planning ``facts`` read only the heads of the cells named in ``moved``, and is
+    it made in one round? A later round is planned on a dry run of the earlier ones, whose
+    new versions a withdrawal may name by the ids the dry run gave them — ids the commit
+    gives again only when its overlay numbered nothing before them, as an earlier plan's
+    operations applied here do."""
+    cells = [overlay.cells[name].key if name in overlay.cells else name
+             for name in (normalize_key(f["key"]) for f in facts)]
+    return len(cells) == len(set(cells)) and not any(
+        f.get("assertion") == "withdrawn" and normalize_key(f["key"]) in moved for f in facts)
+
+
+def _overlay_ahead(namespace: Namespace, names: Sequence[str],
+                   ahead: Sequence[Ahead]) -> tuple[Overlay, frozenset[str]]:
+    """The snapshot of ``names``, with the earlier plans' operations on them applied in seq
+    order (in memory only), and the names whose cells those operations touched."""
+    overlay = snapshot_overlay(namespace, names)
+    wanted = set(names)
+    touched: set[str] = set()
+    for earlier, items in ahead:
+        mine = [item for item in items if normalize_key(item[0].key) in wanted]
+        if mine:
+            _dry_run(namespace, overlay, earlier)(mine)
+            touched |= {normalize_key(item[0].key) for item in mine}
+    moved = frozenset(name for name in names if name in overlay.cells
+                      and overlay.cells[name].key in touched)
+    return overlay, moved
 
 
 def _take_proposals(facts: list[dict[str, Any]], overlay: Overlay,

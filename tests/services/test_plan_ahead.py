@@ -94,6 +94,7 @@ def graph(ns: Namespace) -> dict[str, Any]:
 def test_planning_ahead_on_threads_gives_the_graph_serial_planning_gives(model, settings):
     differ = []
     planned_ahead = 0
+    on_earlier = metrics.PLANS_ON_EARLIER._value.get()
     for seed in range(STREAMS):
         observations = stream(seed)
         # override_settings, not the fixture: the fixture nests one level per assignment,
@@ -113,6 +114,8 @@ def test_planning_ahead_on_threads_gives_the_graph_serial_planning_gives(model, 
     assert not differ, f"streams whose graphs differ (seeds): {differ[:10]}"
     assert model.max_in_flight > 1, "nothing was planned ahead: no two calls were ever in flight"
     assert planned_ahead >= STREAMS * 4
+    assert metrics.PLANS_ON_EARLIER._value.get() - on_earlier >= STREAMS // 4, (
+        "no plan was made on an earlier observation's plan")
 
 
 def test_a_plan_made_stale_by_an_earlier_commit_is_made_again(model, settings):
@@ -137,6 +140,64 @@ def test_a_plan_made_stale_by_an_earlier_commit_is_made_again(model, settings):
     assert head.value == "Lisbon"
     assert model.max_in_flight > 1
     assert metrics.PLANS_REDONE._value.get() - redone >= 2
+
+
+def test_an_update_is_planned_on_the_plan_of_the_observation_before_it(model, settings):
+    """Observations updating a key that the observation just before them creates, behind a
+    head of the line that takes a while to annotate: each is annotated on what the earlier
+    plan leaves (a head not committed yet), on a thread, beside the head's annotation,
+    rather than at its turn; at its turn the head is what it read, so its plan stands."""
+    settings.PMEM_MODEL_CONCURRENCY = 8
+    model.patches = False  # extraction proposes nothing: every update is annotated
+    ns = Namespace.objects.create(name="chain")
+    observation_ingest(namespace=ns, text=f"{PREAMBLE}\ncarol_city = Oslo")
+    model.delay("extraction", 0.2)
+    model.delay("annotation", 0.5)
+    on_earlier = metrics.PLANS_ON_EARLIER._value.get()
+    redone = metrics.PLANS_REDONE._value.get()
+    observations_ingest(namespace=ns, observations=[
+        {"text": f"{PREAMBLE}\n{line}"} for line in (
+            "carol_city = Rome", "alice_city = Lisbon", "alice_city = Porto",
+            "bob_city = Oslo", "Maybe: bob_city = Rome")])
+    ops = list(Operation.objects.filter(namespace=ns).order_by("seq", "id")
+               .values_list("key", "type", "value", "method"))
+    assert ops == [("carol_city", "accept", "Oslo", "rule"),
+                   ("carol_city", "accept", "Rome", "model"),
+                   ("alice_city", "accept", "Lisbon", "rule"),
+                   ("alice_city", "accept", "Porto", "model"),
+                   ("bob_city", "accept", "Oslo", "rule"),
+                   ("bob_city", "contest", "Rome", "model")]
+    assert metrics.PLANS_ON_EARLIER._value.get() - on_earlier == 2
+    assert metrics.PLANS_REDONE._value.get() == redone
+    # Planned at their turns, the three annotations would have been made one at a time.
+    assert model.max_in_flight_of("annotation") == 3
+
+
+def test_a_value_contested_and_withdrawn_in_one_observation_behind_an_earlier_plan(model,
+                                                                                    settings):
+    """An observation naming a key an earlier one (not committed yet) writes, and another key
+    twice — hedged, then withdrawn: its second round revokes the version its first round
+    adds, which it names by the id a dry run gave it. Planned on the earlier plan, that id
+    would not be the one the commit gives (the earlier plan's versions took ids before it),
+    so it is planned at its turn, and revokes what it contested."""
+    settings.PMEM_MODEL_CONCURRENCY = 8
+    model.patches = False
+    ns = Namespace.objects.create(name="two-rounds")
+    observations_ingest(namespace=ns, observations=[
+        {"text": f"{PREAMBLE}\n{line}"} for line in ("carol_city = Oslo", "bob_city = Oslo")])
+    model.delay("extraction", 0.2)
+    model.delay("annotation", 0.5)
+    observations_ingest(namespace=ns, observations=[
+        {"text": f"{PREAMBLE}\n{text}"} for text in (
+            "carol_city = Rome", "alice_city = Lisbon\nmug_1_location = Oslo",
+            "mug_1_location = Rome\nMaybe: bob_city = Paris\nWithdrawn: bob_city = Paris")])
+    ops = list(Operation.objects.filter(namespace=ns, seq__gte=3).exclude(type="reinstate")
+               .order_by("seq", "id").values_list("key", "type", "value"))
+    assert ops == [("carol_city", "accept", "Rome"), ("alice_city", "accept", "Lisbon"),
+                   ("mug_1_location", "accept", "Oslo"), ("mug_1_location", "accept", "Rome"),
+                   ("bob_city", "contest", "Paris"), ("bob_city", "revoke", "Paris")]
+    assert Version.objects.get(cell__namespace=ns, cell__key="bob_city", value="Paris").status \
+        == "revoked"
 
 
 def test_a_value_withdrawn_under_an_alias_of_its_key_is_revoked(model, settings):

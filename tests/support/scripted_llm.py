@@ -135,6 +135,8 @@ class ScriptedLLM(ScriptedServer):
         self.forms: list[str] = []
         self.requests: list[LoggedRequest] = []
         self.max_in_flight = 0
+        self._busy: Counter[str] = Counter()  # requests in flight, by job
+        self._most: Counter[str] = Counter()  # the most in flight at once, by job
         self.patches = False  # extraction answers with op/old_value against <memory>
         self._in_flight = 0
         self._faults: list[tuple[str | None, Fault]] = []
@@ -175,6 +177,11 @@ class ScriptedLLM(ScriptedServer):
         with self._lock:
             return [r for r in self.requests if r.job == job]
 
+    def max_in_flight_of(self, job: str) -> int:
+        """The most requests of ``job`` served at once."""
+        with self._lock:
+            return self._most[job]
+
     def pending_faults(self) -> int:
         with self._lock:
             return len(self._faults)
@@ -186,6 +193,8 @@ class ScriptedLLM(ScriptedServer):
             self.requests.append(LoggedRequest(job, path, body))
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
+            self._busy[job] += 1
+            self._most[job] = max(self._most[job], self._busy[job])
             fault = None
             for index, (wanted, queued) in enumerate(self._faults):
                 if wanted is None or wanted == job:
@@ -212,9 +221,10 @@ class ScriptedLLM(ScriptedServer):
             return {"action": "answer", "answer": _default_answer(user)}
         return _default_answer(user)
 
-    def _end(self) -> None:
+    def _end(self, job: str) -> None:
         with self._lock:
             self._in_flight -= 1
+            self._busy[job] -= 1
 
     def release(self) -> None:
         """Let every request held by a ``HOLD`` fault answer (now and until :meth:`reset`)."""
@@ -363,7 +373,7 @@ class _Handler(JsonHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test): nothing to answer
         finally:
-            self.scripted._end()
+            self.scripted._end(job)
 
     def _refused(self, body: dict[str, Any]) -> bool:
         """401 for a wrong API key, 404 for an unknown model name (as vLLM words it)."""
