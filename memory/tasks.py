@@ -105,7 +105,7 @@ def _after_hard_limit(task_name: str, ident: int) -> None:
     else:  # drain_namespace
         namespace_id = ident
         namespace_head_fail(namespace_id=namespace_id, error=reason)
-    _hand_on(namespace_id)
+    queue_drain(namespace_id)
 
 
 @shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
@@ -139,7 +139,7 @@ def process_observation(self: Task, evidence_id: int) -> str:
             observation_fail(evidence_id=evidence_id, reason="time_limit", error=(
                 f"time limit: extracting it took over {_soft_limit():g} s "
                 "(PMEM_TASK_SOFT_TIME_LIMIT)"))
-            _hand_on(namespace_id)
+            queue_drain(namespace_id)
             return "time limit"
         return _drain(namespace_id, started)
     except Evidence.DoesNotExist:
@@ -201,7 +201,7 @@ def _retry_or_fail(task: Task, exc: Exception, evidence_id: int | None) -> str |
             namespace = (Evidence.objects.filter(pk=blamed)
                          .values_list("namespace_id", flat=True).first())
             if namespace is not None:
-                _hand_on(namespace)
+                queue_drain(namespace)
         return "failed"
     if cause == "database":
         connection.close()  # the next try reconnects
@@ -215,7 +215,7 @@ def _retry_or_fail(task: Task, exc: Exception, evidence_id: int | None) -> str |
     raise task.retry(countdown=countdown, exc=exc, max_retries=None)
 
 
-def _hand_on(namespace_id: int) -> None:
+def queue_drain(namespace_id: int) -> None:
     """Queue a fresh drain of the namespace; a broker that is down loses nothing (the sweep
     finds the namespace's observations once their leases run out)."""
     try:
@@ -248,12 +248,12 @@ def _drain(namespace_id: int, started: float) -> str:
             namespace_drain(namespace_id=namespace_id, deadline=deadline,
                             give_up_at=None if soft is None else started + soft - 1.0)
             if deadline is not None and time.monotonic() >= deadline:
-                _hand_on(namespace_id)
+                queue_drain(namespace_id)
                 return "continued"
             return "ok"
         while namespace_drain(namespace_id=namespace_id, limit=chunk) >= chunk:
             if deadline is not None and time.monotonic() >= deadline:
-                _hand_on(namespace_id)
+                queue_drain(namespace_id)
                 return "continued"
     except Exception as exc:
         if not _past_soft_limit(exc, started):
@@ -265,7 +265,7 @@ def _drain(namespace_id: int, started: float) -> str:
             observation_fail(evidence_id=exc.evidence_id, error=error, reason="time_limit")
         else:
             namespace_head_fail(namespace_id=namespace_id, error=error)
-        _hand_on(namespace_id)
+        queue_drain(namespace_id)
         return "time limit"
     return "ok"
 

@@ -26,8 +26,13 @@ from memory.selectors import (
     operations_page,
     with_min_score,
 )
-from memory.services import observation_record, observation_retry, source_claim
-from memory.tasks import queue_observation
+from memory.services import (
+    observation_commit_at_once,
+    observation_record,
+    observation_retry,
+    source_claim,
+)
+from memory.tasks import queue_drain, queue_observation
 
 from . import outputs as o
 from . import serializers as s
@@ -104,11 +109,18 @@ class ObservationsView(NamespaceView):
         # SPEC §8: the source is one this caller may claim (403 otherwise, nothing stored).
         source = source_claim(namespace=namespace, token=token_of(request),
                               scope=caller_scope(request, namespace), source=v.get("source"))
-        recorded = observation_record(
-            namespace=namespace, text=v.get("text", ""), facts=facts or None,
-            source=source, observed_at=v.get("observed_at"),
-            idempotency_key=v.get("idempotency_key"), actor=actor_of(request),
-        )
+        said = {"namespace": namespace, "text": v.get("text", ""), "facts": facts or None,
+                "source": source, "observed_at": v.get("observed_at"),
+                "idempotency_key": v.get("idempotency_key"), "actor": actor_of(request)}
+        # A caller that waits for the commit is answered by it: without a model, and with
+        # nothing ahead of it, the observation is recorded and committed here in one
+        # transaction (nothing is answered before it commits; when it cannot be, nothing
+        # was kept, and it is recorded and queued as below).
+        committed = observation_commit_at_once(**said, hand_on=queue_drain) if wait else None
+        if committed is not None:
+            return Response(_observation({**observation_detail(committed), "replayed": False}),
+                            status=status.HTTP_201_CREATED)
+        recorded = observation_record(**said)
         evidence = recorded.evidence
         if recorded.created:
             _enqueue(evidence.id)

@@ -702,21 +702,46 @@ def observation_ingest(
     return Evidence.objects.get(pk=recorded.evidence.pk)
 
 
+def observation_commit_at_once(*, namespace: Namespace, text: str = "",
+                               facts: list[dict[str, Any]] | None = None, source: str = "",
+                               observed_at: datetime | None = None,
+                               idempotency_key: str | None = None, actor: str = "",
+                               hand_on: Callable[[int], None]) -> Evidence | None:
+    """For a caller that waits for the commit anyway (the API's ``wait=1``): record and commit
+    the observation in ONE transaction, as :func:`observation_ingest` does, when it can be —
+    no model, the namespace's drain free, nothing unsettled ahead, ``idempotency_key`` not
+    used before. None when it cannot be: nothing of it was kept, and the caller records it
+    the usual way (which also replays a used key). Observations that arrived for the
+    namespace meanwhile are handed to ``hand_on`` (a queued drain), not drained here."""
+    return _ingest_at_once(namespace=namespace, text=text, facts=facts, source=source,
+                           observed_at=observed_at, actor=actor,
+                           idempotency_key=idempotency_key, hand_on=hand_on)
+
+
 def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, Any]] | None,
-                    source: str, observed_at: datetime | None, actor: str) -> Evidence | None:
+                    source: str, observed_at: datetime | None, actor: str,
+                    idempotency_key: str | None = None,
+                    hand_on: Callable[[int], None] | None = None) -> Evidence | None:
     """:func:`observation_ingest` in one transaction, or None when it cannot be (a model is
     configured, another drainer holds the namespace, an earlier observation is unsettled,
-    or the transaction failed: nothing of it was kept)."""
+    the idempotency key was used, or the transaction failed: nothing of it was kept)."""
     if not runs_locally() or in_transaction() or not _try_lock(namespace.pk):
         return None
     try:
-        evidence = Evidence(namespace=namespace, text=text, facts=facts, source=source,
-                            observed_at=observed_at, actor=actor)
+        key_digest = idempotency_digest(idempotency_key) if idempotency_key else None
+        evidence = Evidence(
+            namespace=namespace, text=text, facts=facts, source=source,
+            observed_at=observed_at, actor=actor, idempotency_key=key_digest,
+            request_digest=request_digest(text=text, facts=facts, source=source,
+                                          observed_at=observed_at) if key_digest else None)
         prepared = _prepare(evidence, local=True)  # every vector, before the transaction
 
         def record_and_commit() -> tuple[dict[int, list[Applied]], list[datetime]]:
             with transaction.atomic():
                 evidence.seq = _take_seqs(namespace, 1)
+                if key_digest and Evidence.objects.filter(
+                        namespace=namespace, idempotency_key=key_digest).exists():
+                    raise _Behind  # a replay (or a conflict): observation_record answers it
                 if not _insert_if_first(evidence):
                     raise _Behind
                 prepared.settled = replace(prepared.settled, evidence_id=evidence.pk)
@@ -739,12 +764,16 @@ def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, An
     finally:
         _unlock(namespace.pk)
     if _more_to_do(namespace.pk):  # one that tried the drain meanwhile left it to us
-        namespace_drain(namespace_id=namespace.pk)
+        if hand_on is None:
+            namespace_drain(namespace_id=namespace.pk)
+        else:
+            hand_on(namespace.pk)
     return Evidence.objects.get(pk=evidence.pk)
 
 
 class _Behind(Exception):
-    """An earlier observation of the namespace is unsettled: this one must wait its turn."""
+    """An earlier observation of the namespace is unsettled (this one must wait its turn), or
+    the idempotency key was used: the usual way answers it."""
 
 
 def _insert_if_first(evidence: Evidence) -> bool:

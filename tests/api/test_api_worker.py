@@ -8,7 +8,11 @@ import json
 import pytest
 
 from memory.models import Evidence, Operation, Version
-from tests.support.worker import celery_worker_proc, wait_until  # noqa: F401 - fixture
+from tests.support.worker import (  # noqa: F401 - fixtures
+    celery_worker_proc,
+    llm_server,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 
@@ -19,8 +23,12 @@ def post(api, ns, body, query=""):
 
 
 def test_wait_blocks_until_the_worker_committed_and_returns_operations(
-        make_namespace, client_for, celery_worker_proc):  # noqa: F811
-    celery_worker_proc()
+        make_namespace, client_for, celery_worker_proc, llm_server, settings):  # noqa: F811
+    # With a model configured the request cannot commit it itself (the worker extracts and
+    # plans), so the answer is the worker's commit, heard through its notice. The text is
+    # wholly understood by the rules: the model is not called.
+    settings.PMEM_LLM_BASE_URL, settings.PMEM_LLM_MODEL = llm_server.base_url, llm_server.model
+    celery_worker_proc(llm=llm_server)
     ns = make_namespace("wait")
     api = client_for(ns)
     r = post(api, ns, {"text": "Update: mug 1 has been moved from table 1 to shelf 2."}, "?wait=1")

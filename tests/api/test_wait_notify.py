@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from memory.models import Evidence
 from memory.selectors import observation_detail, observation_when_settled, settled
 from memory.services import (
     namespace_drain,
@@ -91,3 +92,55 @@ def test_the_answer_reads_operations_with_their_versions_in_one_statement(ns):
         detail = observation_detail(evidence)
     assert len(queries.captured_queries) == 2
     assert [(op["ordinal"], op["status"]) for op in detail["operations"]] == [(1, "active")] * 30
+
+
+def _post(api: Any, ns: Any, body: dict[str, Any], query: str = "?wait=1") -> Any:
+    return api.post(f"/api/v1/namespaces/{ns.name}/observations/{query}", body, format="json")
+
+
+def test_a_wait_without_a_model_is_committed_by_the_request_itself(ns, api):
+    """No worker runs here: the request records and commits its observation in one
+    transaction, and answers with its operations — nothing is queued for a worker."""
+    r = _post(api, ns, {"facts": [{"key": "k", "value": "v"}, {"key": "j", "value": "w"}]})
+    assert r.status_code == 201, r.json()
+    body = r.json()
+    assert body["status"] == "committed" and body["replayed"] is False
+    assert [(o["op"], o["key"], o["status"]) for o in body["operations"]] == [
+        ("accept", "k", "active"), ("accept", "j", "active")]
+    evidence = Evidence.objects.get(pk=body["id"])
+    assert evidence.state == "committed" and evidence.seq == 1
+
+
+def test_a_wait_behind_an_unsettled_observation_takes_its_turn(ns, api, no_safety_poll):
+    """An observation recorded earlier and not committed yet comes first: the request records
+    its own, waits, and is answered once the drain has committed both, in seq order."""
+    first = observation_record(namespace=ns, facts=[{"key": "k", "value": "first"}]).evidence
+    out: dict[str, Any] = {}
+
+    def post() -> None:
+        try:
+            out["response"] = _post(api, ns, {"facts": [{"key": "k", "value": "second"}]})
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=post)
+    thread.start()
+    wait_until(lambda: Evidence.objects.filter(namespace=ns).count() == 2, message="recorded")
+    namespace_drain(namespace_id=ns.pk)
+    thread.join(timeout=60)
+    body = out["response"].json()
+    assert out["response"].status_code == 201 and body["seq"] == 2
+    assert [(o["op"], o["value"], o["status"]) for o in body["operations"]] == [
+        ("accept", "second", "active")]
+    first.refresh_from_db()
+    assert first.state == "committed"
+
+
+def test_a_wait_replays_an_idempotency_key_instead_of_committing_again(ns, api):
+    body = {"facts": [{"key": "k", "value": "v"}], "idempotency_key": "once"}
+    first = _post(api, ns, body)
+    again = _post(api, ns, body)
+    assert first.status_code == 201 and again.status_code == 201
+    assert again.json()["replayed"] is True and again.json()["id"] == first.json()["id"]
+    assert _post(api, ns, {**body, "facts": [{"key": "k", "value": "w"}]}).status_code == 409
+    assert Evidence.objects.filter(namespace=ns).count() == 1
