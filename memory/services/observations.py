@@ -417,13 +417,20 @@ def _more_to_do(namespace_id: int) -> bool:
     a model: one that is ready, or held by no live task. With one, any head but one a task
     is due back for after a retry: tasks leave their observations to the drain that holds
     the namespace, which takes whatever arrived while it held it."""
+    if runs_locally():  # every head is ready: extracted inside the commit
+        return _any_unsettled(namespace_id)
     following = _next_unsettled(namespace_id)
-    if not following:
-        return False
-    head = following[0]
-    if not runs_locally():
-        return not retry_leased(head)
-    return _ready(head, True) or _unheld(head)
+    return bool(following) and not retry_leased(following[0])
+
+
+def _any_unsettled(namespace_id: int) -> bool:
+    """One indexed probe (the unsettled partial index), without building a model instance:
+    the question every commit in one transaction asks after it."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT EXISTS (SELECT 1 FROM memory_evidence WHERE namespace_id = %s"
+                    f" AND state IN ({', '.join(['%s'] * len(UNSETTLED))}))",
+                    [namespace_id, *[str(s) for s in UNSETTLED]])
+        return bool(cur.fetchone()[0])
 
 
 def retry_leased(evidence: Evidence) -> bool:
@@ -443,19 +450,6 @@ def namespace_draining(namespace_id: int) -> bool:
     return False
 
 
-def lease_expired(evidence: Evidence) -> bool:
-    """Has the observation's lease run out (no queued task is expected to come back for it)?
-    An empty lease is ``PMEM_SWEEP_EVERY`` from its receipt (memory.services.sweep)."""
-    every = timedelta(seconds=max(1.0, float(settings.PMEM_SWEEP_EVERY)))
-    until = evidence.lease_until or (evidence.received_at + every)
-    return until < timezone.now()
-
-
-def _unheld(evidence: Evidence) -> bool:
-    """No live task holds it: its lease ran out and nobody holds its extraction claim."""
-    return lease_expired(evidence) and not _extraction_claimed(evidence.pk)
-
-
 def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Evidence]:
     """The next observations in seq order, up to ``PMEM_COMMIT_GROUP`` (no model: each is
     extracted inside the commit)."""
@@ -465,14 +459,6 @@ def _next_group(namespace_id: int, local: bool, room: int | None) -> list[Eviden
 def _group_size(local: bool, room: int | None) -> int:
     size = max(1, int(settings.PMEM_COMMIT_GROUP)) if local else 1
     return size if room is None else min(size, room)
-
-
-def _extraction_claimed(evidence_id: int) -> bool:
-    """Does a session (a live task) hold this observation's extraction claim?"""
-    if not _try_claim_extraction(evidence_id):
-        return True
-    _release_extraction(evidence_id)
-    return False
 
 
 def _commit_group(group: list[Evidence], local: bool) -> int:
