@@ -41,6 +41,9 @@ OBSERVATIONS_REQUEUED = Counter(
 PLANS_REDONE = Counter(
     "pmem_plans_redone",
     "Plans made ahead of their turn that an earlier commit made stale: planned again.")
+DRAINS_ADOPTED = Counter(
+    "pmem_drains_adopted",
+    "Namespaces a worker process drained on a thread while its own drain waited on the model.")
 PLANS_ON_EARLIER = Counter(
     "pmem_plans_on_earlier_plans",
     "Plans made on what earlier observations' plans, not committed yet, leave of their keys.")

@@ -38,6 +38,7 @@ from memory.services import (
     observation_extract,
     observation_fail,
 )
+from memory.services.adopt import Adoption
 from memory.services.ahead import PreparationTimedOut
 from memory.services.frontier import frontier_flush_all
 from memory.services.limits import namespace_head_fail, observation_fail_if_unextracted
@@ -245,8 +246,10 @@ def _drain(namespace_id: int, started: float) -> str:
     chunk = _drain_chunk()
     try:
         if not runs_locally():  # the drain keeps observations in preparation: one long call
-            namespace_drain(namespace_id=namespace_id, deadline=deadline,
-                            give_up_at=None if soft is None else started + soft - 1.0)
+            give_up_at = None if soft is None else started + soft - 1.0
+            namespace_drain(namespace_id=namespace_id, deadline=deadline, give_up_at=give_up_at,
+                            adoption=None if deadline is None else Adoption(
+                                deadline=deadline, give_up_at=give_up_at, hand_on=queue_drain))
             if deadline is not None and time.monotonic() >= deadline:
                 queue_drain(namespace_id)
                 return "continued"

@@ -46,6 +46,7 @@ from memory import metrics
 from memory.domain import UNSETTLED_STATES, normalize_key
 from memory.models import Evidence
 
+from .adopt import Adoption, adopt
 from .basis import basis_holds
 from .frontier import frontier_flush_if_due
 from .observations import (
@@ -106,15 +107,16 @@ class PreparationTimedOut(Exception):
 
 
 def drain_ahead(namespace_id: int, *, room: int | None, deadline: float | None,
-                give_up_at: float | None = None) -> int:
+                give_up_at: float | None = None, adoption: Adoption | None = None) -> int:
     """Commit the namespace's next observations in seq order, preparing those behind the
     head meanwhile. The caller holds the drain lock. Stops when the line is empty or its
     head is not to be taken now, after ``room`` commits, or past ``deadline`` (monotonic,
     checked between commits: a head being prepared is waited for, and the task's soft time
     limit ends that wait). Raises :class:`ModelUnavailable` naming the head when the model
     cannot be reached for it, and :class:`PreparationTimedOut` when the head is still being
-    prepared at ``give_up_at`` (monotonic)."""
-    line = _Line(namespace_id, threaded=_threaded(), give_up_at=give_up_at)
+    prepared at ``give_up_at`` (monotonic). With ``adoption``, threads it leaves idle may
+    drain namespaces nobody drains (memory.services.adopt)."""
+    line = _Line(namespace_id, threaded=_threaded(), give_up_at=give_up_at, adoption=adoption)
     committed = 0
     try:
         while room is None or committed < room:
@@ -142,8 +144,9 @@ class _Line:
     stale for certain)."""
 
     def __init__(self, namespace_id: int, *, threaded: bool,
-                 give_up_at: float | None = None) -> None:
+                 give_up_at: float | None = None, adoption: Adoption | None = None) -> None:
         self.namespace_id = namespace_id
+        self.adoption = adoption
         self.give_up_at = give_up_at
         self.threaded = threaded
         self.width = max(1, int(settings.PMEM_MODEL_CONCURRENCY)) if threaded else 1
@@ -184,6 +187,9 @@ class _Line:
         if busy >= self.width or time.monotonic() - self.looked_elsewhere < _WAKE_S:
             return
         self.looked_elsewhere = time.monotonic()
+        if self.adoption is not None and adopt(self.adoption, drained=self.namespace_id,
+                                               room=self.width - busy):
+            return  # the namespaces adopted extract their own observations
         with _elsewhere_lock:  # not what another drain of this process is extracting
             if time.monotonic() < _elsewhere_paused[0]:
                 return

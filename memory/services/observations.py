@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
@@ -54,6 +54,9 @@ from .embeddings import refresh_after_commit
 from .frontier import frontier_flush_if_due
 from .planning import Ahead, ModelUnavailable, plan_facts, plan_with_model
 from .writer import Settled, mark_committed, notify_settled
+
+if TYPE_CHECKING:
+    from .adopt import Adoption  # it builds on this module
 
 log = logging.getLogger("pmem.observations")
 
@@ -354,7 +357,8 @@ def _ready(evidence: Evidence, local: bool) -> bool:
 
 
 def namespace_drain(*, namespace_id: int, limit: int | None = None,
-                    deadline: float | None = None, give_up_at: float | None = None) -> int:
+                    deadline: float | None = None, give_up_at: float | None = None,
+                    adoption: Adoption | None = None) -> int:
     """Commit every observation of the namespace that is next in seq order.
 
     Only one drainer runs per namespace (``pg_try_advisory_lock``); a caller that does not
@@ -369,7 +373,9 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None,
     it is applied (memory.services.ahead). An observation a task is extracting is waited
     for; one whose task is due back after a retry stops the drain (that task drains after
     it). When the model cannot be reached for the head, the drain stops and raises
-    :class:`ModelUnavailable` naming it; nothing is failed here — the task retries.
+    :class:`ModelUnavailable` naming it; nothing is failed here — the task retries. With
+    ``adoption`` (a task's drain), threads it leaves idle drain namespaces nobody drains
+    (:mod:`memory.services.adopt`).
 
     Without a model (rule extractor, structured facts, the built-in embedder) nothing has to
     leave the database between two observations, so the drain commits up to
@@ -389,7 +395,7 @@ def namespace_drain(*, namespace_id: int, limit: int | None = None,
                 from .ahead import drain_ahead  # it builds on this module
 
                 committed += drain_ahead(namespace_id, room=room, deadline=deadline,
-                                         give_up_at=give_up_at)
+                                         give_up_at=give_up_at, adoption=adoption)
         finally:
             _unlock(namespace_id)
         if (limit and committed >= limit) or (deadline is not None and time.monotonic()

@@ -69,6 +69,42 @@ _UNCLAIMED_ELSEWHERE = f"""
 """
 
 
+#: Namespaces with an unsettled observation that no drain holds (a drain's lock is the
+#: two-int advisory lock (class, namespace id): ``objsubid`` 2). The namespaces are found by
+#: skipping through the unsettled index one namespace at a time (a long backlog in one costs
+#: one probe), at most ``scan`` of them.
+_UNDRAINED = """
+    WITH RECURSIVE ns(id, n) AS (
+        (SELECT namespace_id, 1 FROM memory_evidence WHERE state IN ({states})
+          ORDER BY namespace_id LIMIT 1)
+        UNION ALL
+        SELECT (SELECT namespace_id FROM memory_evidence WHERE state IN ({states})
+                  AND namespace_id > ns.id ORDER BY namespace_id LIMIT 1), ns.n + 1
+          FROM ns WHERE ns.id IS NOT NULL AND ns.n < %(scan)s
+    )
+    SELECT id FROM ns
+    WHERE id IS NOT NULL AND NOT (id = ANY(%(mine)s::bigint[]))
+      AND NOT EXISTS (
+        SELECT 1 FROM pg_locks l
+        WHERE l.locktype = 'advisory' AND l.granted
+          AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+          AND l.objsubid = 2 AND l.classid::bigint = %(lock_class)s
+          AND l.objid::bigint = ns.id)
+    LIMIT %(limit)s
+"""
+
+
+def namespaces_undrained(*, mine: list[int], lock_class: int, limit: int) -> list[int]:
+    """Up to ``limit`` namespaces (not in ``mine``) with an unsettled observation that no
+    drain holds now; at most ``4 * limit + len(mine)`` namespaces are looked at."""
+    states = ", ".join(f"'{str(s)}'" for s in UNSETTLED_STATES)  # our own enum, not input
+    with connection.cursor() as cur:
+        cur.execute(_UNDRAINED.format(states=states), {
+            "mine": mine, "lock_class": lock_class, "limit": limit,
+            "scan": 4 * limit + len(mine)})
+        return [int(row[0]) for row in cur.fetchall()]
+
+
 def sweep_every() -> timedelta:
     return timedelta(seconds=max(1.0, float(settings.PMEM_SWEEP_EVERY)))
 

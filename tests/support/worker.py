@@ -279,6 +279,7 @@ def reset_server(server: ScriptedLLM) -> None:
         server._faults.clear()
         server._delays.clear()
         server.max_in_flight = 0
+        server._most.clear()
     server._released.clear()
 
 

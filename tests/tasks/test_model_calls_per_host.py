@@ -1,5 +1,6 @@
 """``PMEM_MODEL_CONCURRENCY`` caps the model calls in flight of a worker host, whatever
-``PMEM_WORKERS`` is: two prefork processes draining two namespaces share one cap."""
+``PMEM_WORKERS`` is: two prefork processes draining two namespaces share one cap; and one
+process keeps that many in flight for several namespaces, not for one at a time."""
 
 from __future__ import annotations
 
@@ -48,4 +49,27 @@ def test_idle_threads_extract_other_namespaces_observations(celery_worker_proc, 
     assert llm_server.counts["extraction"] == 4
     assert heads(first) == {"lamp_state": "on"}
     assert heads(second) == {f"box{i}_place": f"shelf {i}" for i in range(3)}
+    assert_memory_consistent(second)
+
+
+def test_one_worker_process_drains_namespaces_side_by_side(celery_worker_proc, llm_server,
+                                                           make_namespace):
+    """A worker process runs one task at a time, and a task drains one namespace. While the
+    first namespace's update waits on its annotation, the threads its drain leaves idle
+    drain the second namespace, which no drain holds: the two annotations are in flight
+    together (one namespace at a time, one would follow the other)."""
+    reset_server(llm_server)
+    worker = celery_worker_proc(llm=llm_server, concurrency=1, PMEM_MODEL_CONCURRENCY="4")
+    first, second = make_namespace(), make_namespace()
+    evidence = submit(first, told("lamp state = on")) + submit(second, told("door state = open"))
+    assert set(settle(evidence, worker)) == {"committed"}
+    reset_server(llm_server)
+    llm_server.delay("annotation", 1.0)
+    evidence = submit(first, told("lamp state = off")) + submit(second, told("door state = shut"))
+
+    assert set(settle(evidence, worker, timeout=60)) == {"committed"}
+    assert llm_server.max_in_flight_of("annotation") == 2
+    assert llm_server.counts["annotation"] == 2 and llm_server.counts["extraction"] == 2
+    assert heads(first) == {"lamp_state": "off"}
+    assert heads(second) == {"door_state": "shut"}
     assert_memory_consistent(second)

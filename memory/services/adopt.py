@@ -1,0 +1,103 @@
+"""Drains a worker process takes on while its own waits on the model (decision 152).
+
+A prefork worker process runs one task at a time, and a task drains one namespace: while that
+namespace's next observation waits on the model, the process could not plan or commit any
+other namespace's, however many calls the server could take, so eight small namespaces moved
+at the pace of two. Now a drain whose threads sit idle (its line is shorter than its window)
+adopts namespaces that have unsettled observations and that no drain holds: it drains each on
+a thread of this process, as a task would (``namespace_drain``: the namespace's lock, seq
+order, the plans checked at each commit), on the same pool of planning threads and under the
+same cap of calls per host. The namespace's own tasks find its lock held and leave their
+observations to this drain, as they do for any drain.
+
+An adopted drain ends when its line is empty, or at the deadline of the task that adopted it;
+what it leaves is handed to a queued drain (``hand_on``), as a task hands on what it could not
+finish. A failure (the model unreachable, the time limit) is handed on the same way: the
+queued task retries with its backoff, and no more namespaces are adopted by this process for
+``PMEM_SWEEP_EVERY``. The threads are daemons: a process that exits mid-drain loses nothing
+(the observations are stored; PostgreSQL drops its locks; the sweep finds them).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import connection
+
+from memory import metrics
+
+from .observations import _LOCK_CLASS, _more_to_do, namespace_drain
+from .sweep import namespaces_undrained
+
+log = logging.getLogger("pmem.observations")
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What an adopted drain inherits from the task that adopted it: when to stop
+    (monotonic), when to give up on a head still being prepared, and who drains on."""
+
+    deadline: float
+    give_up_at: float | None
+    hand_on: Callable[[int], None]
+
+
+_lock = threading.Lock()
+_running: set[int] = set()  # namespaces adopted by this process, being drained
+_paused = [0.0]  # monotonic: no adoption before this (a drain adopted here failed)
+
+
+def adopt(adoption: Adoption, *, drained: int, room: int) -> int:
+    """Start drains of up to ``room`` namespaces (not ``drained``, the adopting drain's own,
+    nor one this process has adopted already) that have unsettled observations and no
+    drain; at most ``PMEM_MODEL_CONCURRENCY`` adopted at once per process. Returns how
+    many were started."""
+    with _lock:
+        now = time.monotonic()
+        if now < _paused[0] or now >= adoption.deadline:
+            return 0
+        room = min(room, int(settings.PMEM_MODEL_CONCURRENCY) - len(_running))
+        mine = [drained, *_running]
+    if room <= 0:
+        return 0
+    started = 0
+    for namespace_id in namespaces_undrained(mine=mine, lock_class=_LOCK_CLASS, limit=room):
+        with _lock:
+            if namespace_id in _running:
+                continue
+            _running.add(namespace_id)
+        threading.Thread(target=contextvars.copy_context().run,
+                         args=(_drain, namespace_id, adoption), daemon=True,
+                         name=f"pmem-drain-{namespace_id}").start()
+        started += 1
+    metrics.DRAINS_ADOPTED.inc(started)
+    return started
+
+
+def adopted() -> set[int]:
+    """The namespaces this process's adopted drains are draining now."""
+    with _lock:
+        return set(_running)
+
+
+def _drain(namespace_id: int, adoption: Adoption) -> None:
+    try:
+        namespace_drain(namespace_id=namespace_id, deadline=adoption.deadline,
+                        give_up_at=adoption.give_up_at)
+        if time.monotonic() >= adoption.deadline and _more_to_do(namespace_id):
+            adoption.hand_on(namespace_id)
+    except Exception as exc:
+        log.info("the drain of namespace %s adopted here stopped: %s", namespace_id, exc)
+        with _lock:
+            _paused[0] = time.monotonic() + max(1.0, float(settings.PMEM_SWEEP_EVERY))
+        adoption.hand_on(namespace_id)
+    finally:
+        with _lock:
+            _running.discard(namespace_id)
+        connection.close()
