@@ -3,21 +3,19 @@ on threads, while the head commits (SPEC §5.5; docs/decisions.md, "Planning ahe
 
 A model answers in about a second and serves many requests at once; committing takes a few
 milliseconds. So the drain of a namespace keeps up to ``PMEM_MODEL_CONCURRENCY`` of its next
-observations in preparation — extraction (under the observation's extraction claim, exactly
-as a task takes it: a task extracting one already is waited for, never doubled), soft key
-identity and annotation — on this process's pool of threads, each with its own database
-connection, and commits them strictly in ``seq`` order, each in its own short transaction.
-A plan was made against the state its thread saw — and, when an earlier observation not
-committed yet names one of its keys, against what that one's plan will make of the key; before
-it is applied, its basis (what it read: memory.services.basis) is checked, and when an earlier
-commit left any of it otherwise the observation is planned again, there and then. The result
-is the one planning each observation after the previous one committed would give.
+observations in preparation — extraction (under the observation's extraction claim, as a
+task takes it: one a task is extracting is waited for, never doubled), soft key identity and
+annotation — on this process's pool of threads, and commits them strictly in ``seq`` order,
+each in its own short transaction. A plan is made on the state its thread saw (and, when an
+earlier observation not committed yet names one of its keys, on what that one's plan makes
+of the key); at its turn its basis (memory.services.basis) is checked, and when an earlier
+commit changed any of it the observation is planned again, there and then: the result is
+the one planning each observation after the previous one committed would give.
 
-Threads the namespace leaves idle (its line is shorter than the window) extract the oldest
-observations of other namespaces that nobody is extracting, under their claims: a worker
-process drains one namespace at a time, and without this many small namespaces would keep
-the model server as idle as one would. Only extraction is taken so: a plan needs its
-namespace's drain, which finds the extraction stored and makes no call for it.
+Threads the namespace leaves idle (its line is shorter than the window) drain namespaces no
+drain holds (a task's drain: memory.services.adopt), else extract the oldest observations of
+other namespaces that nobody is extracting, under their claims; their drains find the
+extraction stored and make no call for it.
 
 Inside a transaction the caller already holds (a test's), or with a concurrency of 1, the
 observations are prepared one at a time on the caller's connection: threads could not see
@@ -59,7 +57,7 @@ from .observations import (
     observation_fail,
     retry_leased,
 )
-from .planning import Ahead, ModelUnavailable
+from .planning import Ahead, ModelUnavailable, PlanAtTurn
 from .sweep import observations_unclaimed_elsewhere
 
 log = logging.getLogger("pmem.observations")
@@ -139,9 +137,8 @@ def drain_ahead(namespace_id: int, *, room: int | None, deadline: float | None,
 class _Line:
     """The observations in preparation: each is extracted on a thread as soon as it is in the
     window, and planned on a thread once every earlier one in the window is extracted — at
-    once when none of those names one of its keys, else once those are planned, on the
-    state their plans leave (a plan made on the state before such a one commits would be
-    stale for certain)."""
+    once when none of those names one of its keys, else on the state their plans leave (a
+    plan on the state before such a one commits would be stale for certain)."""
 
     def __init__(self, namespace_id: int, *, threaded: bool,
                  give_up_at: float | None = None, adoption: Adoption | None = None) -> None:
@@ -213,7 +210,10 @@ class _Line:
                     extracting.result()  # it failed: raise what it raised
                 planning = self.planning.get(head.pk)
                 if planning is not None and planning.done():
-                    return planning.result()
+                    if not isinstance(planning.exception(), PlanAtTurn):
+                        return planning.result()
+                    del self.planning[head.pk]  # planned here, now, on what they left
+                    planning = None
                 if planning is None and extracting is None:
                     if head.pk in self.extracted and self.extracted[head.pk] is None:
                         return None
@@ -278,11 +278,17 @@ class _Line:
             keys = _keys(evidence)
             if pk not in self.planning and evidence is not None:
                 earlier = sorted({e for key in keys for e in naming.get(key, ())})
-                ahead = self._plans(earlier)
+                ahead = self._plans(earlier) if not earlier or self._idle() else None
                 if ahead is not None:
                     self.planning[pk] = _from_kept(pk) or self._submit(_planned, pk, ahead)
             for key in keys:
                 naming.setdefault(key, []).append(pk)
+
+    def _idle(self) -> bool:
+        """Has the pool a thread this line leaves idle? A plan on earlier plans (a call, as a
+        rule) waits for one rather than hold up an extraction: else it is made at its turn."""
+        busy = sum(not f.done() for f in self._futures()) + len(self.elsewhere)
+        return busy < self.width
 
     def _plans(self, earlier: list[int]) -> list[Ahead] | None:
         """The plans of the ``earlier`` observations, once each is made; None while one is
@@ -369,7 +375,7 @@ def _extracted_elsewhere(evidence_id: int) -> None:
 
 def _planned(evidence_id: int, ahead: Sequence[Ahead] = ()) -> _Prepared | None:
     """On a thread: plan it on the state now and what the plans ``ahead`` leave of it;
-    None once it has settled."""
+    None once it has settled; :class:`PlanAtTurn` when they cannot be planned on."""
     try:
         return _ready(evidence_id, ahead)
     finally:

@@ -172,17 +172,25 @@ def plan_with_model(*, namespace: Namespace, facts: list[dict[str, Any]], actor:
     names are applied to its snapshot first (a dry run), so that an observation updating a
     key an earlier one is about to write is planned now rather than at its turn. It is
     used only where what is read stays a cell's head and one round plans every fact (no
-    cell named twice, no withdrawal on such a cell); else the plan is made on the snapshot
-    alone."""
+    cell named twice, no withdrawal on such a cell), and where the earlier plans write a key
+    this one names as it names it (not under another name, an alias one of them will
+    register); else :class:`PlanAtTurn` is raised: a plan on the state before them would be
+    stale for certain."""
     if ahead:
         planned = _plan_on_ahead(namespace, facts, ahead)
-        if planned is not None:
-            facts, overlay, moved = planned
-            return _plan_on(namespace, facts, actor, overlay, vectors, evidence, shown,
-                            ahead, moved)
+        if planned is None:
+            raise PlanAtTurn
+        facts, overlay, moved = planned
+        return _plan_on(namespace, facts, actor, overlay, vectors, evidence, shown,
+                        ahead, moved)
     return _plan_on(namespace, [dict(f) for f in facts
                                 if normalize_key(str(f.get("key") or ""))],
                     actor, None, vectors, evidence, shown, (), frozenset())
+
+
+class PlanAtTurn(Exception):
+    """The earlier plans it was offered do not let this observation be planned now: it is
+    planned at its turn, on the state they leave."""
 
 
 #: Earlier observations' plans, not committed yet: (the observation, its operations).

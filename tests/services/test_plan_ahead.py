@@ -23,7 +23,7 @@ from memory import metrics
 from memory.llm.client import endpoint_forms
 from memory.models import Evidence, KeyAlias, Namespace, Operation, Version
 from memory.services import observation_ingest, observations_ingest
-from tests.support.scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401 - fixture
+from tests.support.scripted_llm import Fault, ScriptedLLM, scripted_llm  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -198,6 +198,32 @@ def test_a_value_contested_and_withdrawn_in_one_observation_behind_an_earlier_pl
                    ("bob_city", "contest", "Paris"), ("bob_city", "revoke", "Paris")]
     assert Version.objects.get(cell__namespace=ns, cell__key="bob_city", value="Paris").status \
         == "revoked"
+
+
+def test_a_key_named_as_an_earlier_observation_names_it_is_planned_at_its_turn(model,
+                                                                               settings):
+    """Two observations name ``city_alice``, which soft identity will make an alias of
+    ``alice_city``, behind a head held on its annotation. The first is planned ahead (its
+    identity call says same); the second cannot be planned on that plan (it writes the key
+    under the other name, the alias the first will register), so it waits for its turn and,
+    the alias registered, asks identity nothing: one identity call, not two."""
+    settings.PMEM_MODEL_CONCURRENCY = 8
+    model.patches = False
+    ns = Namespace.objects.create(name="alias-ahead")
+    observations_ingest(namespace=ns, observations=[
+        {"text": f"{PREAMBLE}\n{line}"} for line in ("carol_city = Oslo", "alice_city = Rome")])
+    model.delay("extraction", 0.2)
+    model.push(Fault.HOLD(3.0), job="annotation")  # the head's annotation: the first one
+    before = model.counts["identity"]
+    observations_ingest(namespace=ns, observations=[
+        {"text": f"{PREAMBLE}\n{line}"} for line in (
+            "carol_city = Lisbon", "city_alice = Porto", "city_alice = Paris")])
+    ops = list(Operation.objects.filter(namespace=ns, seq__gte=3).order_by("seq", "id")
+               .values_list("key", "type", "value", "method"))
+    assert ops == [("carol_city", "accept", "Lisbon", "model"),
+                   ("alice_city", "accept", "Porto", "identity"),
+                   ("alice_city", "accept", "Paris", "model")]
+    assert model.counts["identity"] - before == 1
 
 
 def test_a_value_withdrawn_under_an_alias_of_its_key_is_revoked(model, settings):

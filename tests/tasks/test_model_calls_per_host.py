@@ -33,12 +33,12 @@ def test_two_worker_processes_keep_the_hosts_cap(celery_worker_proc, llm_server,
 
 def test_idle_threads_extract_other_namespaces_observations(celery_worker_proc, llm_server,
                                                            make_namespace):
-    """One worker process drains one namespace at a time. While the first namespace's single
-    observation is extracted, the threads it leaves idle extract the second namespace's
-    three: four calls in flight (one namespace at a time would reach three), and each
-    observation is still extracted exactly once."""
+    """One worker process runs one task at a time. While the first namespace's single
+    observation is extracted, the threads it leaves idle take the second namespace's three
+    (its drain, adopted, or their extraction): four calls in flight (one namespace at a time
+    would reach three), and each observation is still extracted exactly once."""
     reset_server(llm_server)
-    llm_server.delay("extraction", 1.0)
+    llm_server.delay("extraction", 2.0)  # a busy machine may take a while to start the rest
     worker = celery_worker_proc(llm=llm_server, concurrency=1, PMEM_MODEL_CONCURRENCY="4")
     first, second = make_namespace(), make_namespace()
     evidence = submit(first, told("lamp state = on"))
@@ -64,7 +64,7 @@ def test_one_worker_process_drains_namespaces_side_by_side(celery_worker_proc, l
     evidence = submit(first, told("lamp state = on")) + submit(second, told("door state = open"))
     assert set(settle(evidence, worker)) == {"committed"}
     reset_server(llm_server)
-    llm_server.delay("annotation", 1.0)
+    llm_server.delay("annotation", 2.0)
     evidence = submit(first, told("lamp state = off")) + submit(second, told("door state = shut"))
 
     assert set(settle(evidence, worker, timeout=60)) == {"committed"}
