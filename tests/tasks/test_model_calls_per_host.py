@@ -38,8 +38,10 @@ def test_idle_threads_extract_other_namespaces_observations(celery_worker_proc, 
     (its drain, adopted, or their extraction): four calls in flight (one namespace at a time
     would reach three), and each observation is still extracted exactly once."""
     reset_server(llm_server)
-    llm_server.delay("extraction", 2.0)  # a busy machine may take a while to start the rest
-    worker = celery_worker_proc(llm=llm_server, concurrency=1, PMEM_MODEL_CONCURRENCY="4")
+    llm_server.delay("extraction", 1.5)  # a busy machine may take a while to start the rest
+    # A client timeout well past the delay: a call cut off and retried would count twice.
+    worker = celery_worker_proc(llm=llm_server, concurrency=1, PMEM_MODEL_CONCURRENCY="4",
+                                PMEM_LLM_TIMEOUT="10")
     first, second = make_namespace(), make_namespace()
     evidence = submit(first, told("lamp state = on"))
     evidence += submit(second, *(told(f"box{i} place = shelf {i}") for i in range(3)))
@@ -59,12 +61,13 @@ def test_one_worker_process_drains_namespaces_side_by_side(celery_worker_proc, l
     drain the second namespace, which no drain holds: the two annotations are in flight
     together (one namespace at a time, one would follow the other)."""
     reset_server(llm_server)
-    worker = celery_worker_proc(llm=llm_server, concurrency=1, PMEM_MODEL_CONCURRENCY="4")
+    worker = celery_worker_proc(llm=llm_server, concurrency=1, PMEM_MODEL_CONCURRENCY="4",
+                                PMEM_LLM_TIMEOUT="10")
     first, second = make_namespace(), make_namespace()
     evidence = submit(first, told("lamp state = on")) + submit(second, told("door state = open"))
     assert set(settle(evidence, worker)) == {"committed"}
     reset_server(llm_server)
-    llm_server.delay("annotation", 2.0)
+    llm_server.delay("annotation", 1.5)
     evidence = submit(first, told("lamp state = off")) + submit(second, told("door state = shut"))
 
     assert set(settle(evidence, worker, timeout=60)) == {"committed"}
