@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from memory.models import Evidence
+from memory.models import Evidence, Version
 from memory.selectors import observation_detail, observation_when_settled, settled
 from memory.services import (
     namespace_drain,
@@ -126,6 +126,8 @@ def test_a_wait_behind_an_unsettled_observation_takes_its_turn(ns, api, no_safet
     thread = threading.Thread(target=post)
     thread.start()
     wait_until(lambda: Evidence.objects.filter(namespace=ns).count() == 2, message="recorded")
+    second = Evidence.objects.get(namespace=ns, seq=2)
+    assert second.state == "pending" and thread.is_alive()  # recorded, not committed: waiting
     namespace_drain(namespace_id=ns.pk)
     thread.join(timeout=60)
     body = out["response"].json()
@@ -134,6 +136,8 @@ def test_a_wait_behind_an_unsettled_observation_takes_its_turn(ns, api, no_safet
         ("accept", "second", "active")]
     first.refresh_from_db()
     assert first.state == "committed"
+    assert Version.objects.get(cell__namespace=ns, cell__key="k", status="active").value \
+        == "second"  # seq order: the later observation's value is the one that holds
 
 
 def test_a_wait_replays_an_idempotency_key_instead_of_committing_again(ns, api):

@@ -76,6 +76,11 @@ def stream(seed: int) -> list[dict[str, Any]]:
     return [_observation(rng, said) for _ in range(rng.randint(4, 12))]
 
 
+def _told(ns: Namespace, *texts: str) -> None:
+    """Record the texts (each after a line no rule reads), then drain them, planned ahead."""
+    observations_ingest(namespace=ns, observations=[{"text": f"{PREAMBLE}\n{t}"} for t in texts])
+
+
 def graph(ns: Namespace) -> dict[str, Any]:
     """Everything the two runs must agree on: each operation in order, each version, each
     alias, each observation's end state."""
@@ -128,10 +133,8 @@ def test_a_plan_made_stale_by_an_earlier_commit_is_made_again(model, settings):
     ns = Namespace.objects.create(name="one-key")
     observation_ingest(namespace=ns, text=f"{PREAMBLE}\nalice_home_city = Lisbon")
     redone = metrics.PLANS_REDONE._value.get()
-    observations_ingest(namespace=ns, observations=[
-        {"text": f"{PREAMBLE}\n{line}"} for line in (
-            "alice_home_city = Porto", "Withdrawn: city_alice_home = Porto",
-            "alice_home_city = Paris", "Withdrawn: home_city_alice = Paris")])
+    _told(ns, "alice_home_city = Porto", "Withdrawn: city_alice_home = Porto",
+          "alice_home_city = Paris", "Withdrawn: home_city_alice = Paris")
     ops = list(Operation.objects.filter(namespace=ns).exclude(type="reinstate")
                .order_by("seq", "id").values_list("type", "value"))
     assert ops == [("accept", "Lisbon"), ("accept", "Porto"), ("revoke", "Porto"),
@@ -155,10 +158,8 @@ def test_an_update_is_planned_on_the_plan_of_the_observation_before_it(model, se
     model.delay("annotation", 0.5)
     on_earlier = metrics.PLANS_ON_EARLIER._value.get()
     redone = metrics.PLANS_REDONE._value.get()
-    observations_ingest(namespace=ns, observations=[
-        {"text": f"{PREAMBLE}\n{line}"} for line in (
-            "carol_city = Rome", "alice_city = Lisbon", "alice_city = Porto",
-            "bob_city = Oslo", "Maybe: bob_city = Rome")])
+    _told(ns, "carol_city = Rome", "alice_city = Lisbon", "alice_city = Porto",
+          "bob_city = Oslo", "Maybe: bob_city = Rome")
     ops = list(Operation.objects.filter(namespace=ns).order_by("seq", "id")
                .values_list("key", "type", "value", "method"))
     assert ops == [("carol_city", "accept", "Oslo", "rule"),
@@ -183,14 +184,11 @@ def test_a_value_contested_and_withdrawn_in_one_observation_behind_an_earlier_pl
     settings.PMEM_MODEL_CONCURRENCY = 8
     model.patches = False
     ns = Namespace.objects.create(name="two-rounds")
-    observations_ingest(namespace=ns, observations=[
-        {"text": f"{PREAMBLE}\n{line}"} for line in ("carol_city = Oslo", "bob_city = Oslo")])
+    _told(ns, "carol_city = Oslo", "bob_city = Oslo")
     model.delay("extraction", 0.2)
     model.delay("annotation", 0.5)
-    observations_ingest(namespace=ns, observations=[
-        {"text": f"{PREAMBLE}\n{text}"} for text in (
-            "carol_city = Rome", "alice_city = Lisbon\nmug_1_location = Oslo",
-            "mug_1_location = Rome\nMaybe: bob_city = Paris\nWithdrawn: bob_city = Paris")])
+    _told(ns, "carol_city = Rome", "alice_city = Lisbon\nmug_1_location = Oslo",
+          "mug_1_location = Rome\nMaybe: bob_city = Paris\nWithdrawn: bob_city = Paris")
     ops = list(Operation.objects.filter(namespace=ns, seq__gte=3).exclude(type="reinstate")
                .order_by("seq", "id").values_list("key", "type", "value"))
     assert ops == [("carol_city", "accept", "Rome"), ("alice_city", "accept", "Lisbon"),
@@ -210,14 +208,11 @@ def test_a_key_named_as_an_earlier_observation_names_it_is_planned_at_its_turn(m
     settings.PMEM_MODEL_CONCURRENCY = 8
     model.patches = False
     ns = Namespace.objects.create(name="alias-ahead")
-    observations_ingest(namespace=ns, observations=[
-        {"text": f"{PREAMBLE}\n{line}"} for line in ("carol_city = Oslo", "alice_city = Rome")])
+    _told(ns, "carol_city = Oslo", "alice_city = Rome")
     model.delay("extraction", 0.2)
     model.push(Fault.HOLD(3.0), job="annotation")  # the head's annotation: the first one
     before = model.counts["identity"]
-    observations_ingest(namespace=ns, observations=[
-        {"text": f"{PREAMBLE}\n{line}"} for line in (
-            "carol_city = Lisbon", "city_alice = Porto", "city_alice = Paris")])
+    _told(ns, "carol_city = Lisbon", "city_alice = Porto", "city_alice = Paris")
     ops = list(Operation.objects.filter(namespace=ns, seq__gte=3).order_by("seq", "id")
                .values_list("key", "type", "value", "method"))
     assert ops == [("carol_city", "accept", "Lisbon", "model"),
