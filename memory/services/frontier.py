@@ -70,11 +70,14 @@ SELECT (SELECT count(*) FROM cleared), (SELECT count(*) FROM dropped)
 FLUSH_CHUNK = 500
 
 
+#: Cells of a namespace the frontier index does not hold yet (a partial-index scan).
+STALE_COUNT_SQL = "SELECT count(*) FROM memory_cell WHERE namespace_id = %s AND vector_stale"
+
+
 def stale_count(*, namespace_id: int) -> int:
-    """Cells of the namespace the frontier index does not hold yet (a partial-index scan)."""
+    """Cells of the namespace the frontier index does not hold yet."""
     with connection.cursor() as cur:
-        cur.execute("SELECT count(*) FROM memory_cell WHERE namespace_id = %s AND vector_stale",
-                    [namespace_id])
+        cur.execute(STALE_COUNT_SQL, [namespace_id])
         return int(cur.fetchone()[0])
 
 
@@ -156,17 +159,19 @@ class _Indexer:
 _indexer = _Indexer()
 
 
-def frontier_flush_if_due(*, namespace_id: int) -> int:
+def frontier_flush_if_due(*, namespace_id: int, stale: int | None = None) -> int:
     """The drain's step after each commit. Under a deferred embedder, first the embeddings
     the commit left pending (memory.services.embeddings.embed_after_commit). Then a flush
     once the namespace holds ``PMEM_FRONTIER_FLUSH_AT`` stale cells, which bounds the exact
     part of every frontier read. With ``PMEM_FRONTIER_FLUSH_ASYNC`` (the default) the
     background indexer does it while commits go on; if it falls behind by three more
     thresholds, the caller flushes itself (back-pressure). Returns how many cells the caller
-    cleared."""
+    cleared. ``stale``: the caller counted the stale cells just now (:data:`STALE_COUNT_SQL`,
+    in a round trip it made anyway)."""
     embed_after_commit(namespace_id=namespace_id)
     at = int(settings.PMEM_FRONTIER_FLUSH_AT)
-    stale = stale_count(namespace_id=namespace_id)
+    if stale is None:
+        stale = stale_count(namespace_id=namespace_id)
     if stale < at:
         return 0
     if settings.PMEM_FRONTIER_FLUSH_ASYNC and stale < 4 * at:

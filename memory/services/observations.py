@@ -35,6 +35,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
@@ -51,7 +52,7 @@ from .basis import candidate_heads
 from .batch import Applied, Batch
 from .binding import pipelined
 from .embeddings import refresh_after_commit
-from .frontier import frontier_flush_if_due
+from .frontier import STALE_COUNT_SQL, frontier_flush_if_due
 from .planning import Ahead, ModelUnavailable, plan_facts, plan_with_model
 from .writer import Settled, mark_committed, notify_settled
 
@@ -433,10 +434,12 @@ def _any_unsettled(namespace_id: int) -> bool:
     """One indexed probe (the unsettled partial index), without building a model instance:
     the question every commit in one transaction asks after it."""
     with connection.cursor() as cur:
-        cur.execute("SELECT EXISTS (SELECT 1 FROM memory_evidence WHERE namespace_id = %s"
-                    f" AND state IN ({', '.join(['%s'] * len(UNSETTLED))}))",
-                    [namespace_id, *[str(s) for s in UNSETTLED]])
+        cur.execute(_ANY_UNSETTLED_SQL, [namespace_id, *[str(s) for s in UNSETTLED]])
         return bool(cur.fetchone()[0])
+
+
+_ANY_UNSETTLED_SQL = ("SELECT EXISTS (SELECT 1 FROM memory_evidence WHERE namespace_id = %s"
+                      f" AND state IN ({', '.join(['%s'] * len(UNSETTLED))}))")
 
 
 def retry_leased(evidence: Evidence) -> bool:
@@ -570,8 +573,9 @@ def _commit_transaction(prepared: list[_Prepared], *, recorded: bool = False,
                         ) -> tuple[dict[int, list[Applied]], list[datetime]]:
     """The transaction of :func:`_commit`: the operations by evidence id, and when each
     observation it committed was received. ``recorded``: the caller inserted these evidence
-    rows in its own open transaction, which this joins (no savepoint: a failure rolls the
-    whole of it back); its insert locks them, so they are taken as they are."""
+    rows, already committed (:func:`_insert_settled`), in its own open transaction, which
+    this joins (no savepoint: a failure rolls the whole of it back); its insert locks them,
+    so they are taken as they are."""
     out: dict[int, list[Applied]] = {}
     now = timezone.now()
     with transaction.atomic(savepoint=not recorded):
@@ -582,7 +586,8 @@ def _commit_transaction(prepared: list[_Prepared], *, recorded: bool = False,
                    .defer("embedding").select_related("namespace")
                    .filter(pk__in=[p.evidence.pk for p in prepared])})
         live = [(locked[p.evidence.pk], p) for p in prepared
-                if p.evidence.pk in locked and locked[p.evidence.pk].state in UNSETTLED]
+                if p.evidence.pk in locked and (recorded or locked[p.evidence.pk].state
+                                                in UNSETTLED)]
         if not live:
             return out, []  # redelivered tasks committed them already
         namespace = live[0][0].namespace
@@ -598,7 +603,10 @@ def _commit_transaction(prepared: list[_Prepared], *, recorded: bool = False,
         with pipelined():  # nothing below reads a result but the ids the writer takes first
             for applied in batch.write():
                 out.setdefault(applied.operation.evidence_id or 0, []).append(applied)
-            mark_committed([p.settled for _, p in live], now)
+            if recorded:  # inserted as committed (_insert_settled): only the notice
+                notify_settled([row.pk for row, _ in live])
+            else:
+                mark_committed([p.settled for _, p in live], now)
     return out, [row.received_at for row, _ in live]
 
 
@@ -644,9 +652,10 @@ def _retrying(what: str, commit: Callable[[], T], attempts: int = 3) -> T:
     raise AssertionError("unreachable")
 
 
-def _after_commit(evidence: Evidence, applied: list[Applied], vectors: dict[str, str]) -> None:
+def _after_commit(evidence: Evidence, applied: list[Applied], vectors: dict[str, str]) -> int:
+    """Refresh the embeddings the commit could not write itself; the embedder calls made."""
     if all(a.embedded or a.cell is None or a.decision is None for a in applied):
-        return  # the commit wrote every moved cell's embedding itself
+        return 0  # the commit wrote every moved cell's embedding itself
     try:  # the commit stands whatever happens here; stale embeddings refresh later
         calls = refresh_after_commit(applied, vectors)
     except Exception:
@@ -654,6 +663,7 @@ def _after_commit(evidence: Evidence, applied: list[Applied], vectors: dict[str,
         calls = 0
     if calls:
         Evidence.objects.filter(pk=evidence.pk).update(embed_calls=F("embed_calls") + calls)
+    return calls
 
 
 def _register_aliases(namespace: Namespace, aliases: list[tuple[str, str]]) -> None:
@@ -719,6 +729,7 @@ def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, An
     the idempotency key was used, or the transaction failed: nothing of it was kept)."""
     if not runs_locally() or in_transaction() or not _try_lock(namespace.pk):
         return None
+    held = True
     try:
         key_digest = idempotency_digest(idempotency_key) if idempotency_key else None
         evidence = Evidence(
@@ -730,12 +741,8 @@ def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, An
 
         def record_and_commit() -> tuple[dict[int, list[Applied]], list[datetime]]:
             with transaction.atomic():
-                evidence.seq = _take_seqs(namespace, 1)
-                if key_digest and Evidence.objects.filter(
-                        namespace=namespace, idempotency_key=key_digest).exists():
-                    raise _Behind  # a replay (or a conflict): observation_record answers it
-                if not _insert_if_first(evidence):
-                    raise _Behind
+                if not _insert_settled(evidence, prepared.settled):
+                    raise _Behind  # earlier observations commit first; or a replay
                 prepared.settled = replace(prepared.settled, evidence_id=evidence.pk)
                 return _commit_transaction([prepared], recorded=True)
 
@@ -751,16 +758,33 @@ def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, An
         metrics.OBSERVATIONS_RECORDED.inc()
         _count_committed(received)
         if out.get(evidence.pk):
-            _after_commit(evidence, out[evidence.pk], prepared.cached)
-        frontier_flush_if_due(namespace_id=namespace.pk)
+            evidence.embed_calls += _after_commit(evidence, out[evidence.pk], prepared.cached)
+        stale, more = _release_and_look(namespace.pk)
+        held = False
     finally:
-        _unlock(namespace.pk)
-    if _more_to_do(namespace.pk):  # one that tried the drain meanwhile left it to us
+        if held:
+            _unlock(namespace.pk)
+    frontier_flush_if_due(namespace_id=namespace.pk, stale=stale)
+    if more:  # one that tried the drain meanwhile left it to us
         if hand_on is None:
             namespace_drain(namespace_id=namespace.pk)
         else:
             hand_on(namespace.pk)
-    return Evidence.objects.get(pk=evidence.pk)
+    return evidence  # as inserted: the row holds nothing else
+
+
+def _release_and_look(namespace_id: int) -> tuple[int, bool]:
+    """After a commit made at once, in ONE round trip: the namespace's stale cells (for the
+    frontier flush), its drain lock released, and whether any observation of it is
+    unsettled (one that tried the drain meanwhile left it to this caller). The statements
+    go out pipelined and run in order, so the look's snapshot is taken after the unlock,
+    as a look of its own would be."""
+    with pipelined(), connection.cursor() as count, connection.cursor() as unlock, \
+            connection.cursor() as look:
+        count.execute(STALE_COUNT_SQL, [namespace_id])
+        unlock.execute("SELECT pg_advisory_unlock(%s, %s)", [_LOCK_CLASS, namespace_id])
+        look.execute(_ANY_UNSETTLED_SQL, [namespace_id, *[str(s) for s in UNSETTLED]])
+        return int(count.fetchone()[0]), bool(look.fetchone()[0])
 
 
 class _Behind(Exception):
@@ -768,22 +792,43 @@ class _Behind(Exception):
     the idempotency key was used: the usual way answers it."""
 
 
-def _insert_if_first(evidence: Evidence) -> bool:
-    """Insert ``evidence`` (its seq taken) unless an earlier observation of its namespace is
-    unsettled; False, inserting nothing, when one is. Must follow :func:`_take_seqs` in the
-    same transaction: this statement's snapshot is taken once the namespace row lock is held,
-    so every observation recorded with a lower seq has committed and is seen here (a check
-    made before the seq was taken could miss one recorded in between). The look is served by
-    the partial index of unsettled observations (``IN``, so its predicate is matched)."""
+def _insert_settled(evidence: Evidence, settled: Settled) -> bool:
+    """Take the namespace's next seq and insert ``evidence`` as it will be once its commit
+    (in this same transaction) is done: committed, with what extraction found and what it
+    cost — one row written once, where recording it pending and marking it committed
+    wrote every index entry twice. Inserts nothing and returns False when an earlier
+    observation of the namespace is unsettled, or ``evidence``'s idempotency key was used.
+
+    The INSERT follows :func:`_take_seqs`: its snapshot is taken once the namespace row
+    lock is held, so every observation recorded with a lower seq has committed and is seen
+    by its look for unsettled ones (a look made before the seq was taken could miss one
+    recorded in between). The look is served by the partial index of unsettled
+    observations (``IN``, so its predicate is matched)."""
+    # Received and committed at one instant: the row is both at once (auto_now_add would
+    # stamp received_at after committed_at, hence both set here).
+    evidence.received_at = evidence.committed_at = timezone.now()
+    evidence.state, evidence.error = EvidenceState.COMMITTED, ""
+    if settled.extracted is not None:
+        evidence.extracted = settled.extracted
+    if settled.vector is not None:
+        evidence.embedding = settled.vector
+    for cost in ("chat_calls", "embed_calls", "prompt_tokens", "completion_tokens"):
+        setattr(evidence, cost, getattr(settled, cost))  # a new row: its only costs
+    evidence.seq = _take_seqs(evidence.namespace, 1)
     fields = [f for f in Evidence._meta.concrete_fields if not f.primary_key]
-    values = [f.get_db_prep_save(f.pre_save(evidence, add=True), connection) for f in fields]
+    values = [connection.ops.adapt_json_value(evidence.extracted, DjangoJSONEncoder)
+              if f.attname == "extracted" else
+              f.get_db_prep_save(getattr(evidence, f.attname), connection) for f in fields]
+    used = (" AND NOT EXISTS (SELECT 1 FROM memory_evidence WHERE namespace_id = %s"
+            " AND idempotency_key = %s)") if evidence.idempotency_key else ""
     with connection.cursor() as cur:
         cur.execute(
             f"INSERT INTO memory_evidence ({', '.join(str(f.column) for f in fields)})"
             f" SELECT {', '.join(f'%s::{f.cast_db_type(connection)}' for f in fields)}"
             " WHERE NOT EXISTS (SELECT 1 FROM memory_evidence WHERE namespace_id = %s"
-            f" AND state IN ({', '.join(['%s'] * len(UNSETTLED))})) RETURNING id",
-            [*values, evidence.namespace_id, *[str(s) for s in UNSETTLED]])
+            f" AND state IN ({', '.join(['%s'] * len(UNSETTLED))})){used} RETURNING id",
+            [*values, evidence.namespace_id, *[str(s) for s in UNSETTLED],
+             *([evidence.namespace_id, evidence.idempotency_key] if used else [])])
         row = cur.fetchone()
     if row is None:
         return False

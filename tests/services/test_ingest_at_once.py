@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from memory.models import Evidence
 from memory.selectors import cell_value
-from memory.services import observation_ingest, observation_record
+from memory.services import observation_commit_at_once, observation_ingest, observation_record
 from memory.services.binding import pipelined
 from tests.support.worker import wait_until
 
@@ -73,4 +73,31 @@ def test_a_statement_failing_in_a_pipeline_raises_djangos_error(ns):
                         " prompt_tokens, completion_tokens) SELECT namespace_id, seq, '', '',"
                         " now(), '', 'pending', '', 0, 0, 0, 0 FROM memory_evidence"
                         " WHERE id = %s", [evidence.pk])
+    assert Evidence.objects.filter(namespace=ns).count() == 1
+
+
+def test_the_ingest_writes_its_evidence_row_once_and_returns_it_as_stored(ns):
+    # Inserted as it is once its commit is done: no second write of the row (every index
+    # entry twice), and no read of it afterwards — what it returns is what is stored.
+    facts = [{"key": f"k{i}", "value": f"v{i}"} for i in range(5)]
+    with CaptureQueriesContext(connection) as captured:
+        evidence = observation_ingest(namespace=ns, facts=facts, source="crm")
+    sqls = [q["sql"] for q in captured.captured_queries]
+    assert not any(s.startswith("UPDATE memory_evidence") for s in sqls), sqls
+    assert not any(s.startswith("SELECT") and "FROM \"memory_evidence\"" in s for s in sqls), sqls
+    stored = Evidence.objects.get(pk=evidence.pk)
+    for field in ("seq", "state", "committed_at", "received_at", "extracted", "facts", "source",
+                  "error", "chat_calls", "embed_calls", "prompt_tokens", "completion_tokens"):
+        assert getattr(evidence, field) == getattr(stored, field), field
+    assert stored.state == "committed" and stored.committed_at >= stored.received_at
+    assert [f["key"] for f in stored.extracted["facts"]] == [f["key"] for f in facts]
+
+
+def test_an_earlier_idempotency_key_sends_the_ingest_the_usual_way(ns):
+    first = observation_commit_at_once(namespace=ns, facts=[{"key": "k", "value": "v"}],
+                                       idempotency_key="once", hand_on=lambda _ns: None)
+    assert first is not None and first.state == "committed"
+    again = observation_commit_at_once(namespace=ns, facts=[{"key": "k", "value": "v"}],
+                                       idempotency_key="once", hand_on=lambda _ns: None)
+    assert again is None  # nothing kept: observation_record answers the replay
     assert Evidence.objects.filter(namespace=ns).count() == 1
