@@ -31,12 +31,14 @@ class _BoundCursor(psycopg.Cursor[Any]):
     log (psycopg does not keep it for a prepared execution)."""
 
     prepare = True
+    binary_results: bool | None = None
     logged: Any = None
 
     def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
                 binary: bool | None = None) -> Any:
         self.logged = _Logged(query.encode() if isinstance(query, str) else query)
-        return super().execute(query, params, prepare=self.prepare, binary=binary)
+        return super().execute(query, params, prepare=self.prepare,
+                               binary=self.binary_results if binary is None else binary)
 
 
 class _Logged:
@@ -64,12 +66,14 @@ class _LogView:
 
 
 @contextmanager
-def bound_cursor() -> Iterator[Any]:
+def bound_cursor(*, binary_results: bool | None = None) -> Iterator[Any]:
     """A Django cursor whose parameters are bound by the server (``%b``: binary), its
-    statements prepared unless ``PMEM_PREPARED_READS`` is off."""
+    statements prepared unless ``PMEM_PREPARED_READS`` is off. ``binary_results``: rows come
+    back in binary too (no timestamp or number parsed from text)."""
     connection.ensure_connection()
     raw = _BoundCursor(connection.connection)
     raw.prepare = bool(settings.PMEM_PREPARED_READS)
+    raw.binary_results = binary_results
     raw.adapters.register_dumper(Float4Array, _Float4ArrayDumper)
     # Django's own hook that wraps a driver cursor for the query log and execute wrappers;
     # private, so the stubs do not declare it.

@@ -239,14 +239,15 @@ def locked_overlay(namespace: Namespace, keys: Sequence[str], creating: set[str]
     overlay = Overlay()
     wanted = sorted(set(keys))
     if wanted:
-        overlay.cells.update((c.key, c) for c in store.lock_cells(namespace.pk, wanted))
-    missing = [k for k in wanted if k not in overlay.cells]
-    if missing:
-        overlay.cells.update(store.lock_alias_cells(namespace, missing))
+        overlay.cells.update(store.lock_named_cells(namespace.pk, wanted))
     to_create = sorted(k for k in creating if k not in overlay.cells)
     if to_create:
-        store.create_cells(namespace.pk, to_create, now)
-        overlay.cells.update((c.key, c) for c in store.lock_cells(namespace.pk, to_create))
+        made = {c.key: c for c in store.create_cells(namespace.pk, to_create, now)}
+        raced = [k for k in to_create if k not in made]  # a writer created it a moment ago
+        overlay.cells.update(made)
+        if raced:
+            overlay.cells.update((k, c) for k, c in store.lock_named_cells(namespace.pk, raced)
+                                 .items() if c.key == k)
         # A cell with no head yet was created here (or by a racing writer a moment ago):
         # either way its key embedding is still to be written.
         overlay.created = {overlay.cells[k].pk for k in to_create
