@@ -94,10 +94,12 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     operations = _write_operations(namespace, ops, op_ids, ids, now)
     stored = [r for r in overlay.rows.values() if not r.new and r.dirty]
     _update_versions([r for r in stored if r.status not in HEAD_STATUSES], ids, now)
+    grown, ordinals = _number_versions(overlay, new_rows)
     _insert_versions([
         (ids(r.id), namespace.pk, r.cell_id, r.value, str(r.status), r.valid_from, r.valid_to,
          r.support, op_ids[r.created_by or 0], ids(r.supersedes_id), ids(r.alternative_of_id),
-         now, r.restores_id, _metadata(ops[r.created_by or 0])) for r in new_rows], now)
+         now, r.restores_id, _metadata(ops[r.created_by or 0]), ordinal)
+        for r, ordinal in zip(new_rows, ordinals, strict=True)], now)
     _update_versions([r for r in stored if r.status in HEAD_STATUSES], ids, now)
     _insert("memory_supportedge", _SUPPORT_COLUMNS, [
         (ids(ref), op.evidence.pk if op.evidence else None, op_id)
@@ -108,7 +110,8 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     _carry_support([(ids(r.id), r.restores_id, op_ids[r.created_by or 0])
                     for r in new_rows if r.restores_id is not None])
     written = Written(operations, ids)
-    written.unembedded = _move_heads(namespace.pk, overlay, ids, now, vectors)
+    written.unembedded = _move_heads(namespace.pk, overlay, ids, now, vectors, grown)
+    _grow_version_counts(grown)  # the cells that gained versions but kept their head
     _drop_unused_cells(overlay)
     return written
 
@@ -246,23 +249,17 @@ def _metadata(op: PendingOp) -> Jsonb | None:
 _SELECTED = {"metadata": "COALESCE(u.metadata, (SELECT r.metadata FROM memory_version r"
                          " WHERE r.id = u.restores_id))"}
 
-# Versions go in with their ordinals (decision 50): each key's counter is raised by the number
-# of its new versions and the new rows numbered after the old count, in id order (the cells are
-# locked, so no other commit numbers them meanwhile); each new version opens its first span.
+# Versions go in with their ordinals (decision 50), numbered by the writer from the locked
+# cells' counts (:func:`_number_versions`); each new version opens its first span.
 _INSERT_VERSIONS_SQL = f"""
 WITH u AS (
-    SELECT * FROM unnest({', '.join(f'%b::{kind}[]' for _, kind in _VERSION_COLUMNS)})
-        AS u({', '.join(name for name, _ in _VERSION_COLUMNS)})
-), counted AS (
-    UPDATE memory_cell AS c SET version_count = c.version_count + n.n
-      FROM (SELECT cell_id, count(*) AS n FROM u GROUP BY cell_id) AS n
-     WHERE c.id = n.cell_id
-    RETURNING c.id, c.version_count - n.n AS base
+    SELECT * FROM unnest({', '.join(f'%b::{kind}[]' for _, kind in _VERSION_COLUMNS)}, %b::int[])
+        AS u({', '.join(name for name, _ in _VERSION_COLUMNS)}, ordinal)
 ), inserted AS (
     INSERT INTO memory_version ({', '.join(name for name, _ in _VERSION_COLUMNS)}, ordinal)
     SELECT {', '.join(_SELECTED.get(name, f"u.{name}") for name, _ in _VERSION_COLUMNS)},
-           counted.base + row_number() OVER (PARTITION BY u.cell_id ORDER BY u.id)
-      FROM u JOIN counted ON counted.id = u.cell_id
+           u.ordinal
+      FROM u
     RETURNING id, cell_id, status
 )
 INSERT INTO memory_versionspan (cell_id, version_id, status, since)
@@ -270,13 +267,40 @@ SELECT cell_id, id, status, %b FROM inserted
 """
 
 
+def _number_versions(overlay: Overlay, new_rows: list[VersionRow],
+                     ) -> tuple[dict[int, int], list[int]]:
+    """How many versions each cell gains, and each new version's ordinal: its cell's count
+    so far plus its place among the cell's new ones, in id order. The cells are locked and
+    their counts were read with the lock, so no other commit numbers them meanwhile; the
+    count is raised in the statement that moves the head (one row write per cell, not
+    two)."""
+    counts = {c.pk: c.version_count for c in overlay.cells.values()}
+    grown: dict[int, int] = {}
+    ordinals = []
+    for row in new_rows:
+        grown[row.cell_id] = grown.get(row.cell_id, 0) + 1
+        ordinals.append(counts[row.cell_id] + grown[row.cell_id])
+    for cell in overlay.cells.values():
+        cell.version_count = counts[cell.pk] + grown.get(cell.pk, 0)
+    return grown, ordinals
+
+
 def _insert_versions(rows: list[tuple[Any, ...]], now: datetime) -> None:
-    """ONE statement: the new versions, numbered, their keys' counters, their first spans."""
+    """ONE statement: the new versions, numbered, and their first spans."""
     if not rows:
         return
     with bound_cursor() as cur:
         cur.execute(_INSERT_VERSIONS_SQL,
                     [*[list(col) for col in zip(*rows, strict=True)], now])
+
+
+def _grow_version_counts(grown: dict[int, int]) -> None:
+    """Raise the version counts :func:`_move_heads` did not (it takes its cells' out)."""
+    if grown:
+        with bound_cursor() as cur:
+            cur.execute("UPDATE memory_cell AS c SET version_count = c.version_count + g.n"
+                        " FROM unnest(%b::bigint[], %b::int[]) AS g(id, n) WHERE c.id = g.id",
+                        [list(grown), list(grown.values())])
 
 
 # A status change closes the version's open span at the commit time and opens the next one, in
@@ -328,19 +352,20 @@ def _allocate_ids(n_versions: int, n_operations: int) -> tuple[list[int], list[i
 
 _MOVE_HEADS_SQL = """
 WITH v AS (
-    SELECT id, head, set_emb, text, pending, terms,
+    SELECT id, head, set_emb, text, pending, terms, grown,
            (%(embs)b::float4[])[emb_at * %(dim)b + 1 : (emb_at + 1) * %(dim)b]::vector AS emb,
            (%(kembs)b::float4[])[kemb_at * %(dim)b + 1 : (kemb_at + 1) * %(dim)b]::vector AS kemb
       FROM unnest(%(ids)b::bigint[], %(heads)b::bigint[], %(set_emb)b::bool[], %(texts)b::text[],
-                  %(emb_at)b::int[], %(kemb_at)b::int[], %(pending)b::bool[], %(terms)b::text[])
-           AS u(id, head, set_emb, text, emb_at, kemb_at, pending, terms)
+                  %(emb_at)b::int[], %(kemb_at)b::int[], %(pending)b::bool[], %(terms)b::text[],
+                  %(grown)b::int[])
+           AS u(id, head, set_emb, text, emb_at, kemb_at, pending, terms, grown)
 ), moved AS (
     UPDATE memory_cell AS c SET head_id = v.head, updated_at = %(now)b,
            embedded_text = CASE WHEN v.set_emb THEN v.text ELSE c.embedded_text END,
            embedding = CASE WHEN v.set_emb THEN v.emb ELSE c.embedding END,
            key_embedding = COALESCE(c.key_embedding, v.kemb),
            embed_pending = v.pending, terms = string_to_array(v.terms, ' '),
-           vector_stale = true
+           vector_stale = true, version_count = c.version_count + v.grown
       FROM v WHERE c.id = v.id
     RETURNING c.id
 )
@@ -349,11 +374,12 @@ DELETE FROM memory_frontiervector AS f USING moved WHERE f.cell_id = moved.id
 
 
 def _move_heads(namespace_id: int, overlay: Overlay, ids: IdMap, now: datetime,
-                vectors: Vectors) -> set[int]:
+                vectors: Vectors, grown: dict[int, int]) -> set[int]:
     """ONE UPDATE for every cell the batch changed: the head pointer, its lexical terms and,
     when ``vectors`` hold the new ``key: value`` (a cheap embedder's always do), its embedding
-    too, so the row is rewritten once; a created cell also gets its key embedding. A supported
-    head (noop) leaves its row alone. The moved cells leave the frontier index (decision 15: a
+    too, and its version count raised by what it ``grown`` (taken out of it), so the row is
+    rewritten once; a created cell also gets its key embedding. A supported head (noop)
+    leaves its row alone. The moved cells leave the frontier index (decision 15: a
     heap delete, no index insert). Returns the cells whose vectors were missing (marked
     ``embed_pending``), for the refresh after commit."""
     touched = [c for c in {c.pk: c for c in overlay.cells.values()}.values()
@@ -362,7 +388,8 @@ def _move_heads(namespace_id: int, overlay: Overlay, ids: IdMap, now: datetime,
         return set()
     unembedded: set[int] = set()
     columns: dict[str, list[Any]] = {n: [] for n in ("ids", "heads", "set_emb", "texts",
-                                                     "emb_at", "kemb_at", "pending", "terms")}
+                                                     "emb_at", "kemb_at", "pending", "terms",
+                                                     "grown")}
     embs: list[Any] = []
     kembs: list[Any] = []
     for cell in touched:
@@ -380,7 +407,7 @@ def _move_heads(namespace_id: int, overlay: Overlay, ids: IdMap, now: datetime,
         for name, value in (("ids", cell.pk), ("heads", cell.head_id), ("set_emb", known),
                             ("texts", text), ("emb_at", _slot(embs, vector)),
                             ("kemb_at", _slot(kembs, kvector)), ("pending", pending),
-                            ("terms", terms)):
+                            ("terms", terms), ("grown", grown.pop(cell.pk, 0))):
             columns[name].append(value)
     with bound_cursor() as cur:
         cur.execute(_MOVE_HEADS_SQL, {**columns, "now": now, "dim": EMBED_DIM,

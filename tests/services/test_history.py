@@ -142,3 +142,30 @@ def test_a_jump_to_a_date_lands_on_the_version_the_history_held_then(ns):
     b = Version.objects.get(cell=c, value="b").id
     assert history.version_at(c, t2) == b and history.version_at(c, t1) == a
     assert history.version_at(c, t1 - timedelta(days=1)) == a
+
+
+def test_counts_and_ordinals_hold_when_one_commit_gives_keys_several_versions(ns):
+    # The writer numbers a commit's new versions from the counts it read with the cells'
+    # locks, and raises each count in the statement that moves the head: a group of
+    # observations naming one key again and again, a late report and a contest among them.
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memory.services import observations_ingest
+
+    op(ns, "k", "accept", "v0")
+    now = timezone.now()
+    observations_ingest(namespace=ns, observations=[
+        {"facts": [{"key": "k", "value": "v1"}, {"key": "j", "value": "w1"}]},
+        {"facts": [{"key": "k", "value": "v2"}, {"key": "k", "value": "v3"}]},
+        {"facts": [{"key": "k", "value": "early"}], "observed_at": now - timedelta(days=9)},
+        {"facts": [{"key": "j", "value": "w2", "op": "contest"}]},
+    ])
+    for key in ("k", "j"):
+        c = cell(ns, key)
+        ordinals = list(Version.objects.filter(cell=c).order_by("id")
+                        .values_list("ordinal", flat=True))
+        assert c.version_count == len(ordinals)
+        assert ordinals == list(range(1, len(ordinals) + 1))
+    assert cell(ns, "k").version_count == 5
