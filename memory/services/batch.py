@@ -14,9 +14,10 @@ IntegrityError instead of leaving a key with two current values.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from django.utils import timezone
@@ -54,13 +55,19 @@ class CellNotFound(Exception):
 class Applied:
     """The outcome of one operation: its log row, the cell after it, and what changed."""
 
-    operation: Operation
+    #: Builds the log row's model instance; most commits (an observation's) never ask.
+    load: Callable[[], Operation] = field(repr=False, compare=False)
     cell: Cell | None
     decision: Decision | None
     invalid: str | None = None
     reinstated: tuple[int, ...] = field(default=())
     #: The commit wrote the cell's ``key: value`` embedding itself (nothing to refresh after).
     embedded: bool = False
+    evidence_id: int | None = None
+
+    @cached_property
+    def operation(self) -> Operation:
+        return self.load()
 
     @property
     def head_changed(self) -> bool:
@@ -219,7 +226,8 @@ class Batch:
         return [
             Applied(operation, op.cell, op.decision, invalid=op.invalid,
                     reinstated=tuple(written.ids(v) or 0 for v in op.reinstated),
-                    embedded=op.cell is not None and op.cell.pk not in written.unembedded)
+                    embedded=op.cell is not None and op.cell.pk not in written.unembedded,
+                    evidence_id=op.evidence.pk if op.evidence is not None else None)
             for op, operation in zip(self.ops, written.operations, strict=True)
             if op.cause is None
         ]

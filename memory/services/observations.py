@@ -602,7 +602,7 @@ def _commit_transaction(prepared: list[_Prepared], *, recorded: bool = False,
                            apply=partial(batch.apply, evidence=row))
         with pipelined():  # nothing below reads a result but the ids the writer takes first
             for applied in batch.write():
-                out.setdefault(applied.operation.evidence_id or 0, []).append(applied)
+                out.setdefault(applied.evidence_id or 0, []).append(applied)
             if recorded:  # inserted as committed (_insert_settled): only the notice
                 notify_settled([row.pk for row, _ in live])
             else:

@@ -13,7 +13,7 @@ from typing import Any
 from django.db import connection
 
 from memory.domain import OPEN_STATUSES, RETRACTED_STATUSES, Status
-from memory.models import Cell, Namespace, SourceTrust, SupportEdge, Version
+from memory.models import Cell, Namespace, SupportEdge, Version
 
 from .binding import bound_cursor
 
@@ -120,7 +120,11 @@ def valid_froms(cell_id: int) -> list[tuple[datetime, int]]:
 
 
 def trust_levels(namespace: Namespace) -> dict[str, int]:
-    return dict(SourceTrust.objects.filter(namespace=namespace).values_list("source", "level"))
+    """The namespace's source trust levels (read once per batch that places an update)."""
+    with bound_cursor() as cur:
+        cur.execute("SELECT source, level FROM memory_sourcetrust WHERE namespace_id = %b",
+                    [namespace.pk])
+        return dict(cur.fetchall())
 
 
 def support_sources(version_id: int) -> list[str]:

@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -75,7 +76,9 @@ class PendingOp:
 
 @dataclass
 class Written:
-    operations: list[Operation]  # one per pending op, in order
+    #: One per pending op, in order: each builds its row's model instance when asked (an
+    #: observation's commit never asks; a person's operation renders it).
+    operations: list[Callable[[], Operation]]
     ids: IdMap
     unembedded: set[int] = field(default_factory=set)  # moved cells whose vector is unknown
 
@@ -131,7 +134,7 @@ assert list(_OPERATION_NAMES) == [f.attname for f in Operation._meta.concrete_fi
 
 
 def _write_operations(namespace: Namespace, ops: Sequence[PendingOp], op_ids: list[int],
-                      ids: IdMap, now: datetime) -> list[Operation]:
+                      ids: IdMap, now: datetime) -> list[Callable[[], Operation]]:
     rows = []
     for op, op_id in zip(ops, op_ids, strict=True):
         ev_id, seq = (op.evidence.pk, op.evidence.seq) if op.evidence else (None, None)
@@ -148,7 +151,7 @@ def _write_operations(namespace: Namespace, ops: Sequence[PendingOp], op_ids: li
             op.evidence.source if op.evidence is not None else ""))
     _insert("memory_operation", _OPERATION_COLUMNS, [
         (*row[:11], json.dumps(row[11], cls=DjangoJSONEncoder), *row[12:]) for row in rows])
-    return [_stored_operation(row, namespace, op.cell, op.evidence)
+    return [partial(_stored_operation, row, namespace, op.cell, op.evidence)
             for row, op in zip(rows, ops, strict=True)]
 
 
