@@ -38,7 +38,7 @@ def test_idle_threads_extract_other_namespaces_observations(celery_worker_proc, 
     (its drain, adopted, or their extraction): four calls in flight (one namespace at a time
     would reach three), and each observation is still extracted exactly once."""
     reset_server(llm_server)
-    llm_server.delay("extraction", 1.5)  # a busy machine may take a while to start the rest
+    llm_server.delay("extraction", 3.0)  # a busy machine may take a while to start the rest
     # A client timeout well past the delay: a call cut off and retried would count twice.
     worker = celery_worker_proc(llm=llm_server, concurrency=1, PMEM_MODEL_CONCURRENCY="4",
                                 PMEM_LLM_TIMEOUT="10")
