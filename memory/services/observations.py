@@ -795,9 +795,9 @@ class _Behind(Exception):
 def _insert_settled(evidence: Evidence, settled: Settled) -> bool:
     """Take the namespace's next seq and insert ``evidence`` as it will be once its commit
     (in this same transaction) is done: committed, with what extraction found and what it
-    cost — one row written once, where recording it pending and marking it committed
-    wrote every index entry twice. Inserts nothing and returns False when an earlier
-    observation of the namespace is unsettled, or ``evidence``'s idempotency key was used.
+    cost — one tuple, each index entry written once. Inserts nothing and returns False
+    when an earlier observation of the namespace is unsettled, or ``evidence``'s
+    idempotency key was used.
 
     The INSERT follows :func:`_take_seqs`: its snapshot is taken once the namespace row
     lock is held, so every observation recorded with a lower seq has committed and is seen

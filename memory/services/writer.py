@@ -275,8 +275,8 @@ def _number_versions(overlay: Overlay, new_rows: list[VersionRow],
     """How many versions each cell gains, and each new version's ordinal: its cell's count
     so far plus its place among the cell's new ones, in id order. The cells are locked and
     their counts were read with the lock, so no other commit numbers them meanwhile; the
-    count is raised in the statement that moves the head (one row write per cell, not
-    two)."""
+    count is raised in the statement that moves the head, so the cell's row is written once
+    per commit."""
     counts = {c.pk: c.version_count for c in overlay.cells.values()}
     grown: dict[int, int] = {}
     ordinals = []
