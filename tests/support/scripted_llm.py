@@ -141,6 +141,7 @@ class ScriptedLLM(ScriptedServer):
         self._in_flight = 0
         self._faults: list[tuple[str | None, Fault]] = []
         self._delays: dict[str, float] = {}
+        self._gathers: dict[str, tuple[int, float]] = {}
         self._replies: dict[str, list[Any]] = {}
         self._lock = threading.Lock()
         self._released = threading.Event()
@@ -167,6 +168,15 @@ class ScriptedLLM(ScriptedServer):
         """Delay every answer of ``job`` by ``seconds`` (0 removes the delay)."""
         with self._lock:
             self._delays[job] = seconds
+
+    def gather(self, job: str, calls: int, seconds: float = 30.0) -> None:
+        """Hold every answer of ``job`` until ``calls`` requests of it have been in flight at
+        once, or for ``seconds`` at most. A test of concurrency then waits for the calls it
+        expects instead of guessing how long a busy machine takes to send them: when they
+        all come, they are answered at once; when they never do, ``max_in_flight_of`` says
+        how many came."""
+        with self._lock:
+            self._gathers[job] = (calls, seconds)
 
     @property
     def counts(self) -> Counter[str]:
@@ -236,6 +246,16 @@ class ScriptedLLM(ScriptedServer):
             if time.monotonic() >= deadline:
                 return
             self._released.wait(0.02)
+
+    def _gather(self, job: str) -> None:
+        with self._lock:
+            calls, seconds = self._gathers.get(job, (0, 0.0))
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline and not self._stop.is_set():
+            with self._lock:
+                if self._most[job] >= calls:
+                    return
+            self._stop.wait(0.02)
 
     def _sleep(self, seconds: float) -> None:
         if seconds > 0:
@@ -369,6 +389,7 @@ class _Handler(JsonHandler):
             )
             if fault is not None and fault.kind == "hold":
                 self.scripted._hold(fault.seconds)
+            self.scripted._gather(job)
             self._answer(job, body, fault)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test): nothing to answer

@@ -278,6 +278,7 @@ def reset_server(server: ScriptedLLM) -> None:
         server.forms.clear()
         server._faults.clear()
         server._delays.clear()
+        server._gathers.clear()
         server.max_in_flight = 0
         server._most.clear()
     server._released.clear()

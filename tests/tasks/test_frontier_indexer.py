@@ -22,7 +22,10 @@ def test_a_worker_indexes_the_frontier_beside_its_commits(celery_worker_proc, ns
     # every commit group left >= 20 stale cells: the worker's indexer takes them all
     wait_until(lambda: stale_count(namespace_id=ns.pk) == 0, timeout=30,
                message="the background indexer to flush the namespace")
-    assert "background flush:" in worker.log_text()  # the worker's thread did it, not a drain
+    # The worker's thread did it, not a drain. Its line is logged after its commit, which
+    # the count above may see first.
+    wait_until(lambda: "background flush:" in worker.log_text(), timeout=10,
+               message="the worker's indexer thread to log its flush")
     with connection.cursor() as cur:
         cur.execute("SELECT count(*), count(*) FILTER (WHERE f.embedding = c.embedding)"
                     " FROM memory_cell c JOIN memory_frontiervector f ON f.cell_id = c.id"

@@ -23,7 +23,7 @@ def test_two_worker_processes_keep_the_hosts_cap(celery_worker_proc, llm_server,
         for n, space in enumerate(spaces):
             evidence += submit(space, told(f"item{i}x{n} place = shelf {i}"))
 
-    assert set(settle(evidence, worker, timeout=60)) == {"committed"}
+    assert set(settle(evidence, worker, timeout=90)) == {"committed"}
     # Each process alone could keep 2 in flight (its drain prepares 2 ahead): together, 2.
     assert llm_server.max_in_flight == 2
     for n, space in enumerate(spaces):
@@ -38,15 +38,17 @@ def test_idle_threads_extract_other_namespaces_observations(celery_worker_proc, 
     (its drain, adopted, or their extraction): four calls in flight (one namespace at a time
     would reach three), and each observation is still extracted exactly once."""
     reset_server(llm_server)
-    llm_server.delay("extraction", 3.0)  # a busy machine may take a while to start the rest
-    # A client timeout well past the delay: a call cut off and retried would count twice.
+    # Each extraction is answered once four are in flight (or after 30 s): a busy machine
+    # may take its time to start the rest, and one namespace at a time never gets there.
+    llm_server.gather("extraction", 4)
+    # A client timeout well past the gathering: a call cut off and retried would count twice.
     worker = celery_worker_proc(llm=llm_server, concurrency=1, PMEM_MODEL_CONCURRENCY="4",
-                                PMEM_LLM_TIMEOUT="10")
+                                PMEM_LLM_TIMEOUT="60")
     first, second = make_namespace(), make_namespace()
     evidence = submit(first, told("lamp state = on"))
     evidence += submit(second, *(told(f"box{i} place = shelf {i}") for i in range(3)))
 
-    assert set(settle(evidence, worker, timeout=60)) == {"committed"}
+    assert set(settle(evidence, worker, timeout=90)) == {"committed"}
     assert llm_server.max_in_flight == 4
     assert llm_server.counts["extraction"] == 4
     assert heads(first) == {"lamp_state": "on"}
@@ -62,15 +64,15 @@ def test_one_worker_process_drains_namespaces_side_by_side(celery_worker_proc, l
     together (one namespace at a time, one would follow the other)."""
     reset_server(llm_server)
     worker = celery_worker_proc(llm=llm_server, concurrency=1, PMEM_MODEL_CONCURRENCY="4",
-                                PMEM_LLM_TIMEOUT="10")
+                                PMEM_LLM_TIMEOUT="60")
     first, second = make_namespace(), make_namespace()
     evidence = submit(first, told("lamp state = on")) + submit(second, told("door state = open"))
     assert set(settle(evidence, worker)) == {"committed"}
     reset_server(llm_server)
-    llm_server.delay("annotation", 1.5)
+    llm_server.gather("annotation", 2)
     evidence = submit(first, told("lamp state = off")) + submit(second, told("door state = shut"))
 
-    assert set(settle(evidence, worker, timeout=60)) == {"committed"}
+    assert set(settle(evidence, worker, timeout=90)) == {"committed"}
     assert llm_server.max_in_flight_of("annotation") == 2
     assert llm_server.counts["annotation"] == 2 and llm_server.counts["extraction"] == 2
     assert heads(first) == {"lamp_state": "off"}
