@@ -16,6 +16,7 @@ def test_two_worker_processes_keep_the_hosts_cap(celery_worker_proc, llm_server,
                                                  make_namespace):
     reset_server(llm_server)
     llm_server.delay("extraction", 0.4)  # long enough for both processes' drains to overlap
+    llm_server.gather("extraction", 2)  # and a busy machine's first two calls do overlap
     worker = celery_worker_proc(llm=llm_server, concurrency=2, PMEM_MODEL_CONCURRENCY="2")
     spaces = [make_namespace(), make_namespace()]
     evidence = []
