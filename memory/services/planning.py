@@ -206,19 +206,23 @@ def _plan_on(namespace: Namespace, facts: list[dict[str, Any]], actor: str,
     client = client_from_settings()
     written = sorted({normalize_key(f["key"]) for f in facts})
     overlay = overlay or snapshot_overlay(namespace, written)
+    known = set(overlay.cells)
     read = [f for f in facts if model_reads(f)]
     if client is not None and read:
         _resolve_identities(namespace, read, client, plan, vectors or {},
-                            known=set(overlay.cells), basis=basis)
+                            known=known, basis=basis)
     # The names as written, as identity saw them: one that an earlier commit has named since
     # (an alias it registered) must send the plan back, even where a later read agrees.
     read_basis(overlay, written, (), basis, ahead=moved)
     names = sorted(set(written) | {normalize_key(f["key"]) for f in facts})
     if names != written:
         overlay, moved = _overlay_ahead(namespace, names, ahead)
-        if moved and not _reads_heads_only(facts, overlay, moved):
-            overlay, moved = snapshot_overlay(namespace, names), frozenset()
         read_basis(overlay, [n for n in names if n not in written], (), basis, ahead=moved)
+    if moved and not _reads_heads_only(facts, overlay, moved):
+        # Identity moved a fact onto a cell the earlier plans write, and it now needs more
+        # than that cell's head (a second fact on it, a withdrawal): planned on the state
+        # committed, checked at the commit like any plan.
+        overlay, moved = _on_committed(namespace, names, written, known, basis), frozenset()
     read_basis(overlay, (), [(normalize_key(f["key"]), str(f["value"])) for f in facts
                              if f.get("assertion") == "withdrawn" and f.get("value")], basis)
     if basis.ahead:
@@ -229,6 +233,22 @@ def _plan_on(namespace: Namespace, facts: list[dict[str, Any]], actor: str,
                       apply=_dry_run(namespace, overlay, evidence), apply_last=False)
     plan.basis = basis
     return plan
+
+
+def _on_committed(namespace: Namespace, names: list[str], written: list[str],
+                  known: set[str], basis: Basis) -> Overlay:
+    """A snapshot of ``names`` with no earlier plan applied, and ``basis`` read again as
+    planning on it reads: each name as written by what identity took it for (no cell, where
+    it found none), the rest by its head now. A plan on the earlier plans' state would
+    number versions as the commit will not; this one is planned again at the commit
+    whenever those plans, or anything since identity looked, moved what it read."""
+    overlay = snapshot_overlay(namespace, names)
+    basis.heads.clear()
+    basis.ahead.clear()
+    read_basis(overlay, [n for n in written if n in known], (), basis)
+    basis.heads.update((name, None) for name in written if name not in known)
+    read_basis(overlay, [n for n in names if n not in written], (), basis)
+    return overlay
 
 
 def _plan_on_ahead(namespace: Namespace, facts: Sequence[dict[str, Any]],
