@@ -7,8 +7,11 @@ from typing import Any
 from celery import Celery
 from celery.signals import beat_init, worker_init, worker_ready
 
+from . import broker
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pmem_site.settings")
 
+broker.use_for_redis_urls()  # a broker restart must not end the worker (see the module)
 app = Celery("pmem")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
