@@ -158,8 +158,13 @@ def test_history_pages_by_cursor_and_searches_by_value(
     b.page.get_by_test_id("history-older").click()
     expect(b.page.get_by_test_id("history-position")).to_have_text("Versions v30–v1 of 130")
     expect(b.page.get_by_test_id("history-older")).to_have_count(0)
+    # htmx binds the new section's search field when the swap settles, a moment after the
+    # section is on screen: typed into before that, the input event would find no listener.
+    b.page.evaluate("() => { window.pmemSettled = new Promise((done) => document.body"
+                    ".addEventListener('htmx:afterSettle', done, {once: true})); }")
     b.page.get_by_test_id("history-newer").click()
     expect(b.page.get_by_test_id("history-position")).to_have_text("Versions v80–v31 of 130")
+    b.page.evaluate("() => window.pmemSettled.then(() => true)")
     b.page.fill("#history-q", "pos 12")  # pos 12 and pos 120-129, newest first
     expect(b.page.get_by_test_id("history-position")).to_contain_text(
         "11 versions whose value matches", timeout=10_000)
