@@ -220,8 +220,8 @@ def _plan_on(namespace: Namespace, facts: list[dict[str, Any]], actor: str,
         read_basis(overlay, [n for n in names if n not in written], (), basis, ahead=moved)
     if moved and not _reads_heads_only(facts, overlay, moved):
         # Identity moved a fact onto a cell the earlier plans write, and it now needs more
-        # than that cell's head (a second fact on it, a withdrawal): planned on the state
-        # committed, checked at the commit like any plan.
+        # than that cell's head (a second fact on it, a withdrawal): planned on the
+        # committed state, checked at the commit like any plan.
         overlay, moved = _on_committed(namespace, names, written, known, basis), frozenset()
     read_basis(overlay, (), [(normalize_key(f["key"]), str(f["value"])) for f in facts
                              if f.get("assertion") == "withdrawn" and f.get("value")], basis)
