@@ -158,6 +158,9 @@ class Evidence(models.Model):
     seq = models.BigIntegerField()
     text = models.TextField(blank=True, default="")
     facts = models.JSONField(null=True, blank=True)  # structured facts as the client sent them
+    # A chat session as the client sent it ([{role, content, name?, at?}]); ``text`` holds its
+    # transcript (memory.domain.conversation).
+    messages = models.JSONField(null=True, blank=True)
     source = models.CharField(max_length=200, blank=True, default="")
     observed_at = models.DateTimeField(null=True, blank=True)  # valid time
     received_at = models.DateTimeField(auto_now_add=True)  # transaction time

@@ -231,6 +231,9 @@ PMEM_EXTRACTION_HEADS = max(0, env_int("PMEM_EXTRACTION_HEADS", 8))
 PMEM_LLM_STRUCTURED_OUTPUT = env_str("PMEM_LLM_STRUCTURED_OUTPUT", "auto")
 # Longest answer a schema-constrained call may give (tokens; 0: the server's default).
 PMEM_LLM_MAX_TOKENS = env_int("PMEM_LLM_MAX_TOKENS", 2048)
+# The model's context window (tokens): a conversation is extracted in one call unless its
+# prompt and answer would not fit, and only then in chunks of whole messages.
+PMEM_LLM_CONTEXT_TOKENS = env_int("PMEM_LLM_CONTEXT_TOKENS", 8192)
 PMEM_EMBED_BASE_URL = env_str("PMEM_EMBED_BASE_URL")
 PMEM_EMBED_MODEL = env_str("PMEM_EMBED_MODEL")
 PMEM_EMBED_API_KEY = env_str("PMEM_EMBED_API_KEY") or PMEM_LLM_API_KEY
@@ -287,6 +290,8 @@ PMEM_MAX_TEXT_CHARS = env_int("PMEM_MAX_TEXT_CHARS", 100_000)
 PMEM_MAX_KEY_CHARS = env_int("PMEM_MAX_KEY_CHARS", 200)
 PMEM_MAX_VALUE_CHARS = env_int("PMEM_MAX_VALUE_CHARS", 10_000)
 PMEM_MAX_FACTS = env_int("PMEM_MAX_FACTS", 500)
+# Most observations one batch request may carry (observations/batch/).
+PMEM_MAX_BATCH = env_int("PMEM_MAX_BATCH", 1000)
 PMEM_MAX_K = env_int("PMEM_MAX_K", 100)
 
 # PMEM_LOG_FORMAT=json: one JSON object a line (pmem_site.logs), for a log shipper.

@@ -20,6 +20,7 @@ from memory import metrics
 from memory.domain import BadParameter, InvalidOperation
 from memory.domain.instants import TimeRefused
 from memory.services import (
+    BatchIdempotencyConflict,
     CellNotFound,
     EmbedderMismatch,
     IdempotencyConflict,
@@ -71,6 +72,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, IdempotencyConflict):  # the first observation stays as it was
         return Response({"error": str(exc), "field": "idempotency_key",
                          "observation": exc.first.pk}, status=status.HTTP_409_CONFLICT)
+    if isinstance(exc, BatchIdempotencyConflict):  # nothing of the batch was stored
+        body = {"error": str(exc), "field": f"observations[{exc.index}].idempotency_key"}
+        return Response(body | ({"observation": exc.first} if exc.first is not None else {}),
+                        status=status.HTTP_409_CONFLICT)
     if isinstance(exc, EmbedderMismatch):  # vectors of two embedders are never compared
         return Response({"error": str(exc), "field": "namespace", "embedder": exc.have,
                          "configured": exc.want}, status=status.HTTP_409_CONFLICT)

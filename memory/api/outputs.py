@@ -77,6 +77,13 @@ class ExtractionOut(Out):
                                                   "before anything was written")
 
 
+class MessageOut(Out):
+    role = serializers.CharField()
+    content = serializers.CharField()
+    name = serializers.CharField(required=False)
+    at = serializers.CharField(required=False, help_text="ISO 8601 in UTC")
+
+
 class ObservationAcceptedOut(Out):
     """An observation stored and queued, not committed yet."""
 
@@ -84,6 +91,12 @@ class ObservationAcceptedOut(Out):
     seq = serializers.IntegerField()
     status = serializers.ChoiceField(choices=OBSERVATION_STATES)
     replayed = serializers.BooleanField(help_text=REPLAYED)
+
+
+class ObservationBatchOut(Out):
+    """A batch of observations: one result per item, in the order sent."""
+
+    results = ObservationAcceptedOut(many=True)
 
 
 class ObservationOut(Out):
@@ -94,6 +107,10 @@ class ObservationOut(Out):
     source = serializers.CharField(allow_blank=True)  # type: ignore[assignment]
     text = serializers.CharField(allow_blank=True)
     facts = FactOut(many=True, allow_null=True)
+    messages = MessageOut(
+        many=True, allow_null=True, required=False,
+        help_text="The chat session it was sent as (its text is their transcript); null "
+                  "for an observation sent without messages.")
     observed_at = serializers.DateTimeField(allow_null=True)
     received_at = serializers.DateTimeField()
     committed_at = serializers.DateTimeField(allow_null=True)

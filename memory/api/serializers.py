@@ -19,6 +19,7 @@ from memory.domain import (
     OpType,
     normalize_key,
 )
+from memory.domain import conversation
 from memory.domain.instants import TimeRefused, parse_instant
 from memory.domain.metadata import Metadata, MetadataRefused, clean_metadata
 from memory.reads import ANSWER_MODES, READ_MODES
@@ -164,6 +165,42 @@ class FactIn(serializers.Serializer):
         return _check_op_args(attrs)
 
 
+class ZonedInstantField(StrictCharField):
+    """An ISO-8601 time that names its zone (``Z`` or an offset): stored as the instant in
+    UTC (``2023-05-08T13:56:00Z``). A time without a zone is refused: a conversation's
+    clock is not the server's."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(max_length=64, **kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        text = super().to_internal_value(data)
+        try:
+            moment = parse_instant(text, field=self.field_name or "at")
+        except TimeRefused as refused:
+            raise serializers.ValidationError(refused.message) from None
+        if moment is None:
+            self.fail("blank")
+        return conversation.instant_text(moment)
+
+
+class MessageIn(serializers.Serializer):
+    """One turn of a chat session."""
+
+    role = StrictCharField(max_length=conversation.MAX_ROLE_CHARS,
+                           help_text="user, assistant, system, tool, …")
+    content = StrictCharField(trim_whitespace=False, max_length=settings.PMEM_MAX_TEXT_CHARS)
+    name = StrictCharField(required=False, max_length=conversation.MAX_NAME_CHARS,
+                           help_text="the speaker, shown in the transcript instead of the role")
+    at = ZonedInstantField(required=False,
+                           help_text="when it was said: ISO 8601 with a zone (Z or an offset)")
+
+    def validate_content(self, content: str) -> str:
+        if not content.strip():
+            raise serializers.ValidationError("a message needs content")
+        return content
+
+
 class ObservationIn(serializers.Serializer):
     text = StrictCharField(required=False, allow_blank=True, trim_whitespace=False,
                                  max_length=settings.PMEM_MAX_TEXT_CHARS)
@@ -177,11 +214,33 @@ class ObservationIn(serializers.Serializer):
                              max_length=200)  # type: ignore[assignment]
     observed_at = InstantField(required=False, allow_null=True)
     idempotency_key = StrictCharField(required=False, max_length=200)
+    messages = MessageIn(
+        many=True, required=False, allow_empty=False,
+        max_length=conversation.MAX_MESSAGES,  # type: ignore[call-arg]
+        help_text="A chat session, kept with the observation and read as its text (one line "
+                  "per message: [time] speaker: content); observed_at defaults to the last "
+                  "message's time.")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if not (attrs.get("text") or "").strip() and not attrs.get("facts"):
-            raise serializers.ValidationError({"text": "give text and/or facts"})
+        if (not (attrs.get("text") or "").strip() and not attrs.get("facts")
+                and not attrs.get("messages")):
+            raise serializers.ValidationError({"text": "give text, messages and/or facts"})
+        if attrs.get("messages"):
+            # Kept as validated: only the fields a message may have, and those given.
+            attrs["messages"] = [{k: m[k] for k in ("role", "content", "name", "at") if k in m}
+                                 for m in attrs["messages"]]
+            rendered = conversation.observation_text(attrs.get("text") or "", attrs["messages"])
+            if len(rendered) > settings.PMEM_MAX_TEXT_CHARS:
+                raise serializers.ValidationError({"messages": (
+                    f"the session reads as {len(rendered)} characters of text, over "
+                    f"{settings.PMEM_MAX_TEXT_CHARS}: send it as several observations")})
         return attrs
+
+
+class ObservationBatchIn(serializers.Serializer):
+    observations = ObservationIn(
+        many=True, allow_empty=False,
+        max_length=settings.PMEM_MAX_BATCH)  # type: ignore[call-arg]
 
 
 class CellOpIn(serializers.Serializer):

@@ -2,13 +2,15 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import cell_views, transfer_views, views
+from . import batch_views, cell_views, transfer_views, views
 
 NS = "namespaces/<slug:ns>/"
 
 urlpatterns = [
     path("whoami/", views.WhoAmIView.as_view(), name="api-whoami"),
     path(f"{NS}observations/", views.ObservationsView.as_view(), name="api-observations"),
+    path(f"{NS}observations/batch/", batch_views.ObservationBatchView.as_view(),
+         name="api-observation-batch"),
     path(f"{NS}observations/<int:pk>/", views.ObservationDetailView.as_view(),
          name="api-observation"),
     path(f"{NS}observations/<int:pk>/retry/", views.ObservationRetryView.as_view(),

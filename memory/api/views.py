@@ -30,14 +30,14 @@ from memory.services import (
     observation_commit_at_once,
     observation_record,
     observation_retry,
-    source_claim,
 )
 from memory.tasks import queue_drain, queue_observation
 
 from . import outputs as o
 from . import serializers as s
 from . import versions
-from .auth import TokenClient, actor_of, caller_scope, token_of
+from .auth import TokenClient
+from .observing import observation_asked
 from .base import NamespaceView, ScopedView
 from .params import next_url, operation_before, page_limit, zero_or_one
 from .permissions import ReadScope, WriteScope
@@ -99,19 +99,7 @@ class ObservationsView(NamespaceView):
         data.is_valid(raise_exception=True)
         if namespace is None:  # an application token's first write: valid, so it is made
             namespace = self.namespace(request, ns, create=True)
-        v = data.validated_data
-        # ``annotate`` kept only when asked for: a request sent before it existed digests
-        # the same (idempotency_key replays).
-        facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit",
-                                      "reason", "metadata") if k in f}
-                 | ({"annotate": True} if f.get("annotate") else {})
-                 for f in v.get("facts", [])]
-        # SPEC §8: the source is one this caller may claim (403 otherwise, nothing stored).
-        source = source_claim(namespace=namespace, token=token_of(request),
-                              scope=caller_scope(request, namespace), source=v.get("source"))
-        said = {"namespace": namespace, "text": v.get("text", ""), "facts": facts or None,
-                "source": source, "observed_at": v.get("observed_at"),
-                "idempotency_key": v.get("idempotency_key"), "actor": actor_of(request)}
+        said = observation_asked(data.validated_data, request=request, namespace=namespace)
         # A caller that waits for the commit is answered by it: without a model, and with
         # nothing ahead of it, the observation is recorded and committed here in one
         # transaction (nothing is answered before it commits; when it cannot be, nothing

@@ -231,13 +231,14 @@ class TextExtraction:
     completion_tokens: int = 0
     dropped: list[dict[str, str]] = field(default_factory=list)  # model facts refused
     shown: list[dict[str, Any]] = field(default_factory=list)  # the heads the model saw
+    chunks: int = 1  # model calls a text past the model's context was cut into
 
     @property
     def error(self) -> str | None:
         return None if self.failure is None else str(self.failure)
 
 
-def _fact_dict(fact: Fact, origin: str) -> dict[str, Any]:
+def fact_dict(fact: Fact, origin: str) -> dict[str, Any]:
     # A rule pattern's op is a hint for annotation, not an operation a client asked for.
     # ``origin`` (rule, model) says who read the fact, so planning knows which facts the
     # model annotates (SPEC §5.4: only what it extracted itself).
@@ -288,15 +289,15 @@ def extract_text(text: str, memory: Memory | None = None) -> TextExtraction:
     a patch (``proposed`` on the fact)."""
     client = client_from_settings()
     if client is None:
-        return TextExtraction([_fact_dict(f, "rule") for f in rule_extractor().extract(text)],
+        return TextExtraction([fact_dict(f, "rule") for f in rule_extractor().extract(text)],
                               "rules")
     understood = rule_extractor().extract_whole(text)
     if understood is not None:
-        return TextExtraction([_fact_dict(f, "rule") for f in understood], "rules")
+        return TextExtraction([fact_dict(f, "rule") for f in understood], "rules")
     shown = memory() if memory is not None else []
     result = extract_facts(client, text, shown)
     return TextExtraction(
-        [_fact_dict(f, "model") for f in result.facts], "model", raw=result.raw,
+        [fact_dict(f, "model") for f in result.facts], "model", raw=result.raw,
         failure=result.failure,
         chat_calls=1, prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens, dropped=result.dropped, shown=shown,

@@ -83,7 +83,8 @@ def observation_detail(evidence: Evidence) -> dict[str, Any]:
     return {
         "id": evidence.id, "seq": evidence.seq, "status": evidence.state,
         "error": evidence.error, "source": evidence.source, "text": evidence.text,
-        "facts": evidence.facts, "observed_at": evidence.observed_at,
+        "facts": evidence.facts, "messages": evidence.messages,
+        "observed_at": evidence.observed_at,
         "received_at": evidence.received_at, "committed_at": evidence.committed_at,
         "operations": [
             {"op": o.type, "requested": o.requested, "key": o.key, "value": o.value,

@@ -15,6 +15,7 @@ from .namespaces import (
     membership_set,
     namespace_create,
 )
+from .observation_batch import BatchIdempotencyConflict, BatchRecorded, observations_record_batch
 from .observations import (
     ExtractionFailed,
     IdempotencyConflict,
@@ -56,6 +57,7 @@ __all__ = [
     "observation_commit", "observation_commit_at_once", "observation_extract",
     "observation_fail", "observation_ingest",
     "observation_record", "observation_retry", "observations_ingest", "observations_record",
+    "BatchIdempotencyConflict", "BatchRecorded", "observations_record_batch",
     "operation_apply", "token_authenticate", "token_create", "token_digest", "token_revoke",
     "token_usable", "NotUndoable", "operation_undo", "SourceRefused", "source_claim",
     "token_bind", "trust_clear", "trust_set", "clean_namespace_prefix", "namespace_reached",
