@@ -221,7 +221,8 @@ def _redact_evidence(namespace_id: int, cell_id: int, names: list[str],
                      redactor: Redactor) -> tuple[list[int], list[int]]:
     """Redact the attached evidence; returns (ids changed, ids whose embedding went stale)."""
     with connection.cursor() as cur:
-        cur.execute("SELECT e.id, e.text, e.facts, e.extracted, e.source, e.error"
+        cur.execute("SELECT e.id, e.text, e.facts, e.extracted, e.source, e.error,"
+                    " e.messages"
                     f" FROM memory_evidence e WHERE e.id IN ({_ATTACHED})"
                     " ORDER BY e.id FOR UPDATE OF e",
                     {"ns": namespace_id, "cell": cell_id, "names": names})
@@ -229,10 +230,14 @@ def _redact_evidence(namespace_id: int, cell_id: int, names: list[str],
     if not redactor:
         return [], []
     changed: list[tuple[Any, ...]] = []
-    for pk, text, facts, extracted, source, error in rows:
+    for pk, text, facts, extracted, source, error, messages in rows:
         new = _redacted_row(redactor, text, _loads(facts), _loads(extracted), source, error)
+        old_messages = _loads(messages)
+        new_messages = redactor.data(old_messages)  # a session's turns, as its text is
+        if new is None and new_messages is not old_messages:
+            new = (text, _dumps(_loads(facts)), _dumps(_loads(extracted)), source, error, False)
         if new is not None:
-            changed.append((pk, *new))
+            changed.append((pk, *new[:-1], _dumps(new_messages), new[-1]))
     _write_redacted(changed)
     return [c[0] for c in changed], [c[0] for c in changed if c[-1]]
 
@@ -276,11 +281,13 @@ def _write_redacted(rows: list[tuple[Any, ...]]) -> None:
         cur.execute(
             "UPDATE memory_evidence AS e SET text = r.text, facts = r.facts::jsonb,"
             " extracted = r.extracted::jsonb, source = r.source, error = r.error,"
+            " messages = r.messages::jsonb,"
             " embedding = CASE WHEN r.stale THEN NULL ELSE e.embedding END,"
             # a digest of the request as sent would still answer "was it this value?"
             " request_digest = NULL"
             " FROM unnest(%b::bigint[], %b::text[], %b::text[], %b::text[], %b::text[],"
-            " %b::text[], %b::bool[]) AS r(id, text, facts, extracted, source, error, stale)"
+            " %b::text[], %b::text[], %b::bool[])"
+            " AS r(id, text, facts, extracted, source, error, messages, stale)"
             " WHERE e.id = r.id",
             [list(c) for c in cols])
 

@@ -81,3 +81,18 @@ def test_a_replayed_session_is_one_and_another_session_under_its_key_is_409(api,
     changed = [*SESSION[:2], {"role": "user", "content": "favourite_colour: red"}]
     assert send(api, ns, {"messages": changed, "idempotency_key": "s1"}).status_code == 409
     assert Evidence.objects.filter(namespace=ns).count() == 1
+
+
+def test_an_erase_redacts_the_session_s_messages_as_its_text(ns):
+    from memory.services import cell_erase, observation_ingest
+
+    said = [{"role": "user", "name": "Ann", "content": "passcode: Zanzibar-4471"},
+            {"role": "assistant", "content": "Noted, Zanzibar-4471 it is."}]
+    from memory.domain.conversation import observation_text
+
+    evidence = observation_ingest(namespace=ns, text=observation_text("", said), messages=said)
+    cell_erase(namespace=ns, key="passcode", actor="user:t")
+    evidence.refresh_from_db()
+    assert "Zanzibar-4471" not in evidence.text
+    assert "Zanzibar-4471" not in str(evidence.messages)
+    assert evidence.messages[0]["name"] == "Ann" and evidence.messages[1]["role"] == "assistant"

@@ -58,7 +58,9 @@ def _snapshot() -> Iterator[None]:
 
 #: Whether a namespace holds anything a format version added (none: an older reader's file).
 _NEEDS = {2: "SELECT EXISTS (SELECT 1 FROM memory_version WHERE namespace_id = %(ns)s"
-             " AND metadata IS NOT NULL)"}
+             " AND metadata IS NOT NULL)",
+          3: "SELECT EXISTS (SELECT 1 FROM memory_evidence WHERE namespace_id = %(ns)s"
+             " AND messages IS NOT NULL)"}
 assert sorted(_NEEDS) == list(range(2, VERSION + 1)), "say what each format version needs"
 
 

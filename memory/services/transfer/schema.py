@@ -23,8 +23,9 @@ from memory.domain import LOG_TYPES, EvidenceState, Method, Status
 
 FORMAT = "pmem-export"
 #: The format version this code writes. It reads every version up to this one. 2: versions
-#: carry their fact's ``metadata`` (a version-1 file's versions have none).
-VERSION = 2
+#: carry their fact's ``metadata`` (a version-1 file's versions have none). 3: observations
+#: carry their chat session's ``messages``.
+VERSION = 3
 
 
 class Kind(StrEnum):
@@ -116,6 +117,8 @@ RECORDS: tuple[Record, ...] = (
         _f("seq", Kind.INT), _f("text", Kind.STR), _f("facts", Kind.JSON, null=True),
         _f("source", Kind.STR), _f("observed_at", Kind.TIME, null=True),
         _f("received_at", Kind.TIME),
+        # A chat session's turns as sent (its text is their transcript).
+        _f("messages", Kind.JSON, null=True, since=3),
         # The hex SHA-256 of the client's idempotency key (never the key: SPEC §6).
         _f("idempotency_key", Kind.STR, null=True), _f("actor", Kind.STR),
         _f("state", Kind.STR, choices=tuple(s.value for s in EvidenceState)),
