@@ -179,7 +179,8 @@ class Client(_Base):
     def remember(self, text: str | None = None, *, facts: list[dict[str, Any]] | None = None,
                  source: str | None = None, observed_at: str | datetime | None = None,
                  wait: bool = True, idempotency_key: str | None = None,
-                 namespace: str | None = None) -> Observation:
+                 namespace: str | None = None,
+                 messages: list[dict[str, Any]] | None = None) -> Observation:
         """Record an observation: ``text`` and/or ``facts`` (``[{"key", "value", "op"?,
         "annotate"?, "metadata"?}]``; a fact's different value supersedes the current one
         unless ``annotate`` is True, which lets the memory's model decide; ``metadata``, a flat
@@ -191,11 +192,26 @@ class Client(_Base):
         :class:`~pmem_client.IdempotencyConflict`. A ``source`` with a trust level must be
         one the token is bound to (:class:`~pmem_client.Forbidden` otherwise); left out, the
         token's own source when it is bound to one. An application token's first write to a
-        namespace of its prefix creates it."""
+        namespace of its prefix creates it. ``messages`` (``[{"role", "content", "name"?,
+        "at"?}]``, at most 500) records a chat session as one observation, read as its
+        transcript and extracted in one model call; ``observed_at`` defaults to the last
+        ``at`` (a time with a zone)."""
         return self._run(p.remember(self._ns(namespace), text=text, facts=facts, source=source,
                                     observed_at=observed_at, wait=wait,
                                     idempotency_key=idempotency_key or p.new_idempotency_key(),
-                                    wait_timeout=self.wait_timeout))
+                                    wait_timeout=self.wait_timeout, messages=messages))
+
+    def remember_many(self, observations: list[dict[str, Any]], *, wait: bool = True,
+                      namespace: str | None = None) -> list[Observation]:
+        """Record many observations in order — each a dict of ``remember``'s fields (``text``,
+        ``messages``, ``facts``, ``source``, ``observed_at``, ``idempotency_key``) — in
+        batch requests of at most 1,000 (a longer list is sent in chunks, in order, each
+        stored whole or not at all: a bad item raises BadRequest naming its path, e.g.
+        ``observations[57].facts[0].key``, counted within its chunk). Each item without an
+        idempotency key gets one, so retries store nothing twice. Returns one result per
+        item (``id``, ``seq``, ``status``, ``replayed``); with ``wait`` once committed."""
+        return self._run(p.remember_many(self._ns(namespace), observations, wait=wait,
+                                         wait_timeout=self.wait_timeout))
 
     def observation(self, observation_id: int, *, namespace: str | None = None) -> Observation:
         """An observation's status and, once committed, its operations."""
@@ -402,12 +418,18 @@ class AsyncClient(_Base):
                        facts: list[dict[str, Any]] | None = None, source: str | None = None,
                        observed_at: str | datetime | None = None, wait: bool = True,
                        idempotency_key: str | None = None,
-                       namespace: str | None = None) -> Observation:
+                       namespace: str | None = None,
+                       messages: list[dict[str, Any]] | None = None) -> Observation:
         return await self._run(p.remember(
             await self._ns(namespace), text=text, facts=facts, source=source,
             observed_at=observed_at, wait=wait,
             idempotency_key=idempotency_key or p.new_idempotency_key(),
-            wait_timeout=self.wait_timeout))
+            wait_timeout=self.wait_timeout, messages=messages))
+
+    async def remember_many(self, observations: list[dict[str, Any]], *, wait: bool = True,
+                            namespace: str | None = None) -> list[Observation]:
+        return await self._run(p.remember_many(await self._ns(namespace), observations,
+                                               wait=wait, wait_timeout=self.wait_timeout))
 
     async def observation(self, observation_id: int, *,
                           namespace: str | None = None) -> Observation:

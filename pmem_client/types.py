@@ -127,6 +127,8 @@ class Observation:
     #: committed observation yielded none.
     facts_found: int | None = None
     note: str = ""
+    #: The chat session it was sent as (its ``text`` is their transcript), else None.
+    messages: list[dict[str, Any]] | None = None
 
     @property
     def settled(self) -> bool:
@@ -143,7 +145,8 @@ class Observation:
             committed_at=_time(body.get("committed_at")),
             operations=[ObservationOperation.from_json(o) for o in body.get("operations") or []],
             cost=dict(body.get("cost") or {}), replayed=bool(body.get("replayed")), raw=body,
-            facts_found=_int(body.get("facts_found")), note=str(body.get("note") or ""))
+            facts_found=_int(body.get("facts_found")), note=str(body.get("note") or ""),
+            messages=body.get("messages"))
 
 
 @dataclass(frozen=True)
