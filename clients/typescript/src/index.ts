@@ -49,6 +49,10 @@ export type Fact = Omit<Schemas["FactInRequest"], "hard_commit" | "annotate" | "
   annotate?: boolean;
   metadata?: Metadata | null;
 };
+/** One turn of a chat session: `at` is ISO-8601 with a zone (or a Date). */
+export type Message = Omit<Schemas["MessageInRequest"], "at"> & { at?: string | Date };
+/** One result of `rememberMany`, in the order sent. */
+export type BatchResult = Schemas["ObservationAcceptedOut"];
 export type ReadMode = Schemas["ReadInModeEnum"];
 export type Disclosure = Schemas["DiscloseEnum"];
 
@@ -97,8 +101,23 @@ export interface Scoped {
   namespace?: string;
 }
 
+/** One observation of `rememberMany`: `remember`'s fields, without `wait`. */
+export interface ObservationInput {
+  text?: string;
+  /** A chat session, recorded as one observation and read as its transcript (at most 500). */
+  messages?: Message[];
+  facts?: Fact[];
+  source?: string;
+  observedAt?: string | Date;
+  /** Made per item when left out: a resent list never stores an item twice. */
+  idempotencyKey?: string;
+}
+
 export interface RememberInput extends Scoped {
   text?: string;
+  /** A chat session, recorded as one observation and read as its transcript (at most 500);
+   * `observedAt` defaults to the last `at`. */
+  messages?: Message[];
   facts?: Fact[];
   source?: string;
   /** When it was true in the world (ISO-8601 with a zone, or a Date). */
@@ -161,7 +180,45 @@ function retryAfterMs(header: string | null): number | undefined {
   return Number.isNaN(when) ? undefined : Math.max(when - Date.now(), 0);
 }
 
-function settled(observation: Observation): boolean {
+/** The most observations one batch request carries, and about how many bytes of JSON. */
+export const BATCH_ITEMS = 1000;
+export const BATCH_BYTES = 900_000;
+
+function messagesBody(messages: Message[]): Record<string, unknown>[] {
+  return messages.map((m) => (m.at === undefined ? { ...m } : { ...m, at: time(m.at) }));
+}
+
+function batchItem(item: ObservationInput): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    idempotency_key: item.idempotencyKey ?? newIdempotencyKey(),
+  };
+  if (item.text !== undefined) body.text = item.text;
+  if (item.messages !== undefined) body.messages = messagesBody(item.messages);
+  if (item.facts !== undefined) body.facts = item.facts;
+  if (item.source !== undefined) body.source = item.source;
+  if (item.observedAt !== undefined) body.observed_at = time(item.observedAt);
+  return body;
+}
+
+/** Items cut into requests, in order: at most `BATCH_ITEMS` and about `BATCH_BYTES` each. */
+export function batches<T>(items: T[], size = BATCH_ITEMS, maxBytes = BATCH_BYTES): T[][] {
+  const out: T[][] = [[]];
+  let used = 0;
+  const encoder = new TextEncoder();
+  for (const item of items) {
+    const weight = encoder.encode(JSON.stringify(item)).length + 1;
+    const last = out[out.length - 1];
+    if (last.length && (last.length >= size || used + weight > maxBytes)) {
+      out.push([]);
+      used = 0;
+    }
+    out[out.length - 1].push(item);
+    used += weight;
+  }
+  return out.filter((chunk) => chunk.length > 0);
+}
+
+function settled(observation: Observation | BatchResult): boolean {
   return observation.status === "committed" || observation.status === "failed";
 }
 
@@ -308,6 +365,7 @@ export class Client {
       idempotency_key: input.idempotencyKey ?? newIdempotencyKey(),
     };
     if (input.text !== undefined) body.text = input.text;
+    if (input.messages !== undefined) body.messages = messagesBody(input.messages);
     if (input.facts !== undefined) body.facts = input.facts;
     if (input.source !== undefined) body.source = input.source;
     if (input.observedAt !== undefined) body.observed_at = time(input.observedAt);
@@ -318,6 +376,37 @@ export class Client {
       params: { wait }, json: body,
     });
     return wait ? this.#untilSettled(namespace, recorded) : recorded;
+  }
+
+  /**
+   * Record many observations in order, in batch requests of at most 1,000 (a longer list is
+   * sent in chunks, each stored whole or not at all: a bad item is a BadRequest naming its
+   * path within its chunk, e.g. `observations[57].facts[0].key`). Each item without an
+   * idempotency key gets one, so a resent list stores nothing twice. One result per item
+   * (`id`, `seq`, `status`, `replayed`); with `wait` (default true) once committed.
+   */
+  async rememberMany(observations: ObservationInput[],
+    options: Scoped & { wait?: boolean } = {}): Promise<BatchResult[]> {
+    const wait = options.wait ?? true;
+    const url = `${await this.#nsPath(options.namespace)}observations/batch/`;
+    const out: BatchResult[] = [];
+    for (const chunk of batches(observations.map(batchItem))) {
+      const call: Call = { method: "POST", url, params: { wait }, json: { observations: chunk } };
+      let results = (await this.#send<{ results: BatchResult[] }>(call)).results;
+      const first = results;
+      let waited = 0;
+      let delay = 500;
+      // A chunk the server's own wait left unsettled is sent again: its items replay.
+      while (wait && !results.every(settled) && waited < this.waitTimeoutMs) {
+        await sleep(delay);
+        waited += delay;
+        delay = Math.min(delay * 1.5, 5000);
+        results = (await this.#send<{ results: BatchResult[] }>(call)).results
+          .map((r, i) => ({ ...r, replayed: first[i].replayed }));
+      }
+      out.push(...results);
+    }
+    return out;
   }
 
   async #untilSettled(namespace: string, recorded: Observation): Promise<Observation> {

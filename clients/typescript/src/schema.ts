@@ -256,6 +256,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/namespaces/{ns}/observations/batch/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record many observations at once, in order
+         * @description Each item as the single endpoint takes it (at most 1,000). The whole batch is checked first: one bad item is a 400 naming its path (observations[57].facts[0].key) and nothing is stored. Then every item is stored in the given order, in one transaction, with consecutive seqs. An item whose idempotency_key was used with the same request replays it (replayed: true, nothing new stored); with another request the batch is a 409 and nothing is stored. With wait=1 the answer (201) comes once every item is committed or failed.
+         *
+         *     Token scope: `write` (or a member role that covers it).
+         */
+        post: operations["observation_batch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/namespaces/{ns}/operations/": {
         parameters: {
             query?: never;
@@ -689,6 +711,24 @@ export interface components {
          * @enum {string}
          */
         MentionOutKindEnum: "cell" | "operation" | "evidence";
+        /** @description One turn of a chat session. */
+        MessageInRequest: {
+            /** @description user, assistant, system, tool, … */
+            role: string;
+            content: string;
+            /** @description the speaker, shown in the transcript instead of the role */
+            name?: string;
+            /** @description when it was said: ISO 8601 with a zone (Z or an offset) */
+            at?: string;
+        };
+        /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
+        MessageOut: {
+            role: string;
+            content: string;
+            name?: string;
+            /** @description ISO 8601 in UTC */
+            at?: string;
+        };
         /** @description An observation stored and queued, not committed yet. */
         ObservationAcceptedOut: {
             id: number;
@@ -697,6 +737,13 @@ export interface components {
             /** @description True when the idempotency_key was used before with the same request: this is the first observation, nothing new was stored. */
             replayed: boolean;
         };
+        ObservationBatchInRequest: {
+            observations: components["schemas"]["ObservationInRequest"][];
+        };
+        /** @description A batch of observations: one result per item, in the order sent. */
+        ObservationBatchOut: {
+            results: components["schemas"]["ObservationAcceptedOut"][];
+        };
         ObservationInRequest: {
             text?: string;
             facts?: components["schemas"]["FactInRequest"][];
@@ -704,6 +751,8 @@ export interface components {
             /** Format: date-time */
             observed_at?: string | null;
             idempotency_key?: string;
+            /** @description A chat session, kept with the observation and read as its text (one line per message: [time] speaker: content); observed_at defaults to the last message's time. */
+            messages?: components["schemas"]["MessageInRequest"][];
         };
         /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
         ObservationOut: {
@@ -714,6 +763,8 @@ export interface components {
             source: string;
             text: string;
             facts: components["schemas"]["FactOut"][] | null;
+            /** @description The chat session it was sent as (its text is their transcript); null for an observation sent without messages. */
+            messages?: components["schemas"]["MessageOut"][] | null;
             /** Format: date-time */
             observed_at: string | null;
             /** Format: date-time */
@@ -1585,6 +1636,74 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ObservationOut"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    observation_batch: {
+        parameters: {
+            query?: {
+                /** @description 1: answer once every item is committed */
+                wait?: number;
+            };
+            header?: never;
+            path: {
+                ns: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ObservationBatchInRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ObservationBatchOut"];
+                };
+            };
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ObservationBatchOut"];
                 };
             };
             400: {

@@ -119,3 +119,25 @@ test("an application token names each user's namespace, and reaches no other", a
   await assert.rejects(
     app.remember({ facts: [{ key: "food", value: "x" }], namespace: `not-${prefix}x` }), NotFound);
 });
+
+test("a chat session is one observation, and rememberMany keeps order in chunks", async () => {
+  const session = await memory.remember({ messages: [
+    { role: "user", name: "Ann", content: "pet_name: Rex", at: new Date("2023-05-08T13:56:00Z") },
+    { role: "assistant", content: "Noted." }] });
+  assert.equal(session.status, "committed");
+  assert.equal(session.text, "[2023-05-08 13:56 UTC] Ann: pet_name: Rex\nassistant: Noted.");
+  assert.equal(session.messages[0].at, "2023-05-08T13:56:00Z");
+  const items = Array.from({ length: 1200 }, (_, i) => ({
+    facts: [{ key: "ts_counter", value: String(i) }], idempotencyKey: `ts-${i}` }));
+  const results = await memory.rememberMany(items);
+  assert.equal(results.length, 1200);
+  assert.ok(results.every((r) => r.status === "committed" && !r.replayed));
+  assert.ok(results.every((r, i) => i === 0 || r.seq === results[i - 1].seq + 1 || i === 1000));
+  assert.equal((await memory.getFact("ts_counter")).value, "1199");
+  const again = await memory.rememberMany(items.slice(0, 3));
+  assert.deepEqual(again.map((r) => r.id), results.slice(0, 3).map((r) => r.id));
+  assert.ok(again.every((r) => r.replayed));
+  await assert.rejects(memory.rememberMany([{ text: "ok" }, { facts: [{ key: "", value: "x" }] }]),
+    (err) => err instanceof BadRequest && /observations\[1\]\.facts\[0\]\.key/.test(err.message));
+  assert.deepEqual(pmem.batches([1, 2, 3], 2).map((c) => c.length), [2, 1]);
+});
