@@ -91,6 +91,15 @@ class Fact(BaseModel):
         "recall's `filter` selects by them."))] = None
 
 
+class Message(BaseModel):
+    role: Annotated[str, Field(description="user, assistant, system, tool …")]
+    content: Annotated[str, Field(description="What was said.")]
+    name: Annotated[str | None, Field(description="The speaker's name, shown instead of the "
+                                                  "role.")] = None
+    at: Annotated[str | None, Field(description="When it was said (ISO-8601 with a "
+                                                "zone).")] = None
+
+
 class Refused(Exception):
     """A tool's call was refused; the message is what the model reads."""
 
@@ -199,9 +208,14 @@ def _add_write_tools(server: MCPServer, client_for: ClientFor) -> None:
         "committed: `operations` lists what each fact did (`op`: accept, contest, noop …; "
         "`status`: the fact's status afterwards), `facts_found` how many facts were read, and "
         "`note` says so when nothing was stored — then write it again as `facts`. Writes keep "
-        "the order they arrived in."))
+        "the order they arrived in. A conversation goes in as `messages`, one observation per "
+        "session."))
     async def remember(
         text: Annotated[str | None, Field(description="What happened, in words.")] = None,
+        messages: Annotated[list[Message] | None, Field(description=(
+            "A chat session ([{role, content, name?, at?}], at most 500): one observation, "
+            "read as its transcript and extracted in one call; observed_at defaults to the "
+            "last `at`."))] = None,
         facts: Annotated[list[Fact] | None, Field(description="Keyed facts.")] = None,
         source: Annotated[str | None, Field(description=(
             "Where it came from (a sensor, a document, a user). A source with a trust level "
@@ -213,10 +227,13 @@ def _add_write_tools(server: MCPServer, client_for: ClientFor) -> None:
         wait: Annotated[bool, Field(description="Wait until committed.")] = True,
     ) -> dict[str, Any]:
         sent = [f.model_dump(exclude_none=True) for f in facts] if facts is not None else None
-        if not (text or "").strip() and not sent:
-            raise Refused("give text and/or facts")
+        said = ([m.model_dump(exclude_none=True) for m in messages]
+                if messages is not None else None)
+        if not (text or "").strip() and not sent and not said:
+            raise Refused("give text, messages and/or facts")
         return observation_out(await _call(client_for().remember(
-            text, facts=sent, source=source, observed_at=observed_at, wait=wait)))
+            text, facts=sent, source=source, observed_at=observed_at, wait=wait,
+            messages=said)))
 
     @_tool(server, annotations=writes, description=(
         "Retract a value that turned out wrong (a misread, a report made in error): the "

@@ -73,6 +73,9 @@ def test_the_clients_inputs_are_tool_inputs(api_url, mcp_url, agent):
                  "hard_commit": True}]}))
             out["annotated"] = structured(await call("remember", {"facts": [
                 {"key": "bob_drink", "value": "tea", "annotate": True}]}))
+            out["session"] = structured(await call("remember", {"messages": [
+                {"role": "user", "name": "Bob", "content": "bob_pet: cat",
+                 "at": "2023-05-08T13:56:00Z"}, {"role": "assistant", "content": "ok"}]}))
             out["filtered"] = text(await call("recall", {"query": "food",
                                                          "filter": {"user": "alice"}}))
             out["cut"] = text(await call("recall", {"query": "food", "min_score": 1.9}))
@@ -85,7 +88,12 @@ def test_the_clients_inputs_are_tool_inputs(api_url, mcp_url, agent):
         return out
 
     out = anyio.run(session)
-    assert {"observed_at"} <= out["inputs"]["remember"]
+    assert {"observed_at", "messages"} <= out["inputs"]["remember"]
+    session = Evidence.objects.get(pk=out["session"]["id"])
+    assert session.messages[0] == {"role": "user", "name": "Bob", "content": "bob_pet: cat",
+                                   "at": "2023-05-08T13:56:00Z"}
+    assert session.text.startswith("[2023-05-08 13:56 UTC] Bob: bob_pet: cat")
+    assert [(o["key"], o["value"]) for o in out["session"]["operations"]] == [("bob_pet", "cat")]
     assert {"disclose", "filter", "min_score", "as_of"} <= out["inputs"]["recall"]
     assert {"as_of", "search", "before"} <= out["inputs"]["fact_history"]
     assert out["late"]["operations"][0]["status"] == "superseded"  # into the history
