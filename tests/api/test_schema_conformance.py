@@ -91,6 +91,23 @@ def test_every_endpoint_answers_what_the_schema_declares(checked: Checked, ns: A
         "source": "chat", "idempotency_key": "k1", "observed_at": "2026-01-02T03:04:05Z"},
         status=201, template=obs)
     c("get", f"{base}/observations/{first['id']}/", status=200, template=f"{n}/observations/{{id}}/")
+    # A chat session, and a batch: accepted, then committed; a bad item and a reused key.
+    session = c("post", f"{base}/observations/?wait=1", {"messages": [
+        {"role": "user", "name": "Ann", "content": "Hi", "at": "2026-01-02T03:04:05+01:00"},
+        {"role": "assistant", "content": "Hello"}]}, status=201, template=obs)
+    c("get", f"{base}/observations/{session['id']}/", status=200,
+      template=f"{n}/observations/{{id}}/")
+    batch = f"{n}/observations/batch/"
+    items = [{"text": "one", "idempotency_key": "b1"}, {"messages": [
+        {"role": "user", "content": "two"}], "idempotency_key": "b2"}]
+    c("post", f"{base}/observations/batch/", {"observations": items}, status=202,
+      template=batch)
+    c("post", f"{base}/observations/batch/?wait=1", {"observations": [{"text": "three"}]},
+      status=201, template=batch)
+    c("post", f"{base}/observations/batch/", {"observations": [{"text": ""}]}, status=400,
+      template=batch)
+    c("post", f"{base}/observations/batch/", {"observations": [
+        {"text": "changed", "idempotency_key": "b1"}]}, status=409, template=batch)
     failed = observation_record(namespace=ns, text="nothing", actor="api").evidence
     observation_fail(evidence_id=failed.pk, error="a model said no")
     retry = f"{n}/observations/{{id}}/retry/"
