@@ -87,6 +87,10 @@ def write(out: Path, scenario: str, config: dict[str, Any], results: list[dict[s
         from . import throughput_report
 
         return throughput_report.write(out, config, results)
+    if scenario == "sessions":  # its own tables and plot (bench/sessions.py)
+        from . import sessions
+
+        return sessions.write(out, config, results)
     if scenario == "erase":  # its own table and plots (bench/erase.py)
         from . import erase
 

@@ -327,6 +327,12 @@ def run_cost(config: RunConfig) -> Results:
     return run_cost_scenario(config)
 
 
+def run_sessions(config: RunConfig) -> Results:
+    from . import sessions
+
+    return sessions.run(config)
+
+
 def run_perf(config: RunConfig) -> Results:
     return perf.run(config)
 
@@ -375,4 +381,5 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "transfer": run_transfer,
     "recall": run_recall,
     "throughput": run_throughput,
+    "sessions": run_sessions,
 }

@@ -10,7 +10,6 @@ how they send a call and sleep between retries.
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -19,6 +18,8 @@ from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from . import errors
+from ._batch import batch_item, batches, messages_body
+from ._batch import new_idempotency_key as new_idempotency_key  # the clients make keys
 from .types import (
     Cell,
     EraseReport,
@@ -169,10 +170,6 @@ def whoami() -> Steps[Whoami]:
     return Whoami.from_json(reply.body)
 
 
-def new_idempotency_key() -> str:
-    return f"pmem-client-{uuid.uuid4().hex}"
-
-
 def observe(namespace: str, *, text: str | None, facts: list[dict[str, Any]] | None,
             source: str | None, observed_at: str | datetime | None, wait: bool,
             idempotency_key: str,
@@ -181,7 +178,7 @@ def observe(namespace: str, *, text: str | None, facts: list[dict[str, Any]] | N
     if text is not None:
         body["text"] = text
     if messages is not None:
-        body["messages"] = _messages(messages)
+        body["messages"] = messages_body(messages)
     if facts is not None:
         body["facts"] = facts
     if source is not None:
@@ -207,61 +204,14 @@ def remember(namespace: str, *, text: str | None, facts: list[dict[str, Any]] | 
     return (yield from until_settled(namespace, recorded, wait_timeout))
 
 
-def _messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A session's turns as the API takes them: an ``at`` given as a datetime in ISO 8601."""
-    return [{**m, "at": _as_of(m["at"])} if isinstance(m.get("at"), datetime) else dict(m)
-            for m in messages]
-
-
-#: Most observations one batch request carries (the server's limit) ...
-BATCH_ITEMS = 1000
-#: ... and about how many bytes of JSON (the server refuses a body over 1 MB by default).
-BATCH_BYTES = 900_000
-_ITEM_FIELDS = frozenset({"text", "messages", "facts", "source", "observed_at",
-                          "idempotency_key"})
-
-
-def batch_item(item: dict[str, Any]) -> dict[str, Any]:
-    """One observation of a batch as the API takes it, with an idempotency key of its own
-    when it has none (so a retried batch stores nothing twice)."""
-    unknown = set(item) - _ITEM_FIELDS
-    if unknown:
-        raise ValueError(f"an observation takes {sorted(_ITEM_FIELDS)}, not {sorted(unknown)}")
-    body = {k: v for k, v in item.items() if v is not None}
-    if isinstance(body.get("observed_at"), datetime):
-        body["observed_at"] = _as_of(body["observed_at"])
-    if body.get("messages") is not None:
-        body["messages"] = _messages(body["messages"])
-    body.setdefault("idempotency_key", new_idempotency_key())
-    return body
-
-
-def batches(items: list[dict[str, Any]], size: int = BATCH_ITEMS,
-            max_bytes: int = BATCH_BYTES) -> list[list[dict[str, Any]]]:
-    """``items`` (already :func:`batch_item` s) cut into requests, in order: at most
-    ``size`` observations and about ``max_bytes`` of JSON each (one larger item alone)."""
-    import json
-
-    out: list[list[dict[str, Any]]] = [[]]
-    used = 0
-    for item in items:
-        weight = len(json.dumps(item, ensure_ascii=False).encode()) + 1
-        if out[-1] and (len(out[-1]) >= size or used + weight > max_bytes):
-            out.append([])
-            used = 0
-        out[-1].append(item)
-        used += weight
-    return [chunk for chunk in out if chunk]
-
-
 def remember_many(namespace: str, items: list[dict[str, Any]], *, wait: bool,
-                  wait_timeout: float, size: int = BATCH_ITEMS) -> Steps[list[Observation]]:
+                  wait_timeout: float) -> Steps[list[Observation]]:
     """Record ``items`` in order, one batch request per chunk; each chunk is stored whole or
     not at all. With ``wait``, each chunk is committed before the next is sent: a chunk the
     server's own wait left unsettled is sent again (its items replay, storing nothing) until
     it settles or ``wait_timeout`` seconds went by."""
     out: list[Observation] = []
-    for chunk in batches([batch_item(i) for i in items], size):
+    for chunk in batches([batch_item(i) for i in items]):
         url = f"{_ns(namespace)}observations/batch/"
         params = {"wait": "1" if wait else "0"}
         reply = yield Call("POST", url, params=params, json={"observations": chunk})

@@ -73,8 +73,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response({"error": str(exc), "field": "idempotency_key",
                          "observation": exc.first.pk}, status=status.HTTP_409_CONFLICT)
     if isinstance(exc, BatchIdempotencyConflict):  # nothing of the batch was stored
-        body = {"error": str(exc), "field": f"observations[{exc.index}].idempotency_key"}
-        return Response(body | ({"observation": exc.first} if exc.first is not None else {}),
+        refused = {"error": str(exc), "field": f"observations[{exc.index}].idempotency_key"}
+        return Response(refused | ({"observation": exc.first} if exc.first is not None else {}),
                         status=status.HTTP_409_CONFLICT)
     if isinstance(exc, EmbedderMismatch):  # vectors of two embedders are never compared
         return Response({"error": str(exc), "field": "namespace", "embedder": exc.have,

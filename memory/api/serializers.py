@@ -17,9 +17,9 @@ from memory.domain import (
     OBSERVATION_OPS,
     VALUE_OPS,
     OpType,
+    conversation,
     normalize_key,
 )
-from memory.domain import conversation
 from memory.domain.instants import TimeRefused, parse_instant
 from memory.domain.metadata import Metadata, MetadataRefused, clean_metadata
 from memory.reads import ANSWER_MODES, READ_MODES

@@ -37,8 +37,8 @@ from . import outputs as o
 from . import serializers as s
 from . import versions
 from .auth import TokenClient
-from .observing import observation_asked
 from .base import NamespaceView, ScopedView
+from .observing import observation_asked
 from .params import next_url, operation_before, page_limit, zero_or_one
 from .permissions import ReadScope, WriteScope
 

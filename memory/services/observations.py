@@ -42,9 +42,9 @@ from django.utils import timezone
 
 from memory import metrics
 from memory.domain import UNSETTLED_STATES, EvidenceState, Plan, render
+from memory.llm.conversation import extract_conversation
 from memory.llm.embedding import EmbeddingError
 from memory.llm.errors import ModelError, is_transport
-from memory.llm.conversation import extract_conversation
 from memory.llm.extraction import extract_text, runs_locally
 from memory.llm.vectors import Vectors, commit_vectors, observation_vectors
 from memory.models import Cell, Evidence, KeyAlias, Namespace

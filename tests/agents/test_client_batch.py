@@ -12,7 +12,7 @@ import pytest
 import pmem_client
 from memory.models import Evidence
 from pmem_client import AsyncClient, Client
-from pmem_client import _protocol as p
+from pmem_client import _batch as p
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.worker]
 

@@ -100,6 +100,10 @@ class Command(BaseCommand):
         parser.add_argument("--tree", type=Path, default=None,
                             help="throughput: measure this checkout instead of the current one "
                                  "(each in a process of its own, as with --baseline)")
+        parser.add_argument("--turn-cases", type=int, default=1,
+                            help="sessions: conversations also ingested turn by turn")
+        parser.add_argument("--batch-observations", type=int, default=2000,
+                            help="sessions: observations of the batch/one-by-one comparison")
         parser.add_argument("--rounds", type=int, default=1,
                             help="throughput with --baseline: rounds, the trees in turn; the "
                                  "best of each is reported")
@@ -131,6 +135,8 @@ class Command(BaseCommand):
             "latency": options["latency"], "in_flight": options["in_flight"],
             "workers": options["workers"], "model_concurrency": options["model_concurrency"],
             "observations": options["observations"], "rounds": options["rounds"],
+            "turn_cases": options["turn_cases"],
+            "batch_observations": options["batch_observations"],
             "streams": [s.strip() for s in options["streams"].split(",") if s.strip()],
             "namespaces": list(options["namespaces"]), "model_url": options["model_url"],
             "model": options["model"],
