@@ -2,9 +2,12 @@
 
 An observation may carry ``messages`` — ``[{role, content, name?, at?}]`` — beside or instead
 of ``text``. It is stored with its messages exactly as validated, and its text is the
-transcript: one line per message, the speaker (its name, else its role) and, where given,
-the time, so that the raw reads, the embedding and the model's extraction all see who said
-what when. Pure Python: no Django import.
+transcript: one line per message, ``[n] speaker: content`` — its number in the session, the
+time where given (``[n, 2023-05-08 13:56 UTC]``), the speaker (its name, else its role) — so
+that the raw reads, the embedding and the model's extraction all see who said what when. The
+bracket also keeps a line from reading as a ``speaker: value`` fact to the rule extractor
+(and to the scripted test model, which answers with it).
+Pure Python: no Django import.
 """
 
 from __future__ import annotations
@@ -43,18 +46,20 @@ def speaker(message: Message) -> str:
     return str(message.get("name") or message.get("role") or "")
 
 
-def message_line(message: Message) -> str:
-    """One message as a transcript line: ``[time] speaker: content``. A content of several
-    lines stays one message: its later lines are indented under the first."""
+def message_line(message: Message, number: int) -> str:
+    """Message ``number`` of its session as a transcript line: ``[n] speaker: content``, or
+    ``[n, time] speaker: content``. A content of several lines stays one message: its later
+    lines are indented under the first."""
     content = str(message.get("content") or "").strip().replace("\n", "\n  ")
     at = message.get("at")
-    head = f"[{_shown_time(str(at))}] " if at else ""
-    return f"{head}{speaker(message)}: {content}"
+    head = f"[{number}, {_shown_time(str(at))}]" if at else f"[{number}]"
+    return f"{head} {speaker(message)}: {content}"
 
 
-def render_messages(messages: Sequence[Message]) -> str:
-    """The transcript of ``messages``, one line each, in their order."""
-    return "\n".join(message_line(m) for m in messages)
+def render_messages(messages: Sequence[Message], first: int = 1) -> str:
+    """The transcript of ``messages``, one line each, in their order, numbered from
+    ``first``."""
+    return "\n".join(message_line(m, first + i) for i, m in enumerate(messages))
 
 
 def observation_text(text: str, messages: Sequence[Message] | None) -> str:
@@ -83,17 +88,17 @@ def last_at(messages: Sequence[Message] | None) -> str | None:
     return None
 
 
-def chunks(messages: Sequence[Message], budget_chars: int) -> list[list[Message]]:
-    """``messages`` cut into runs of whole messages whose transcript stays within
+def chunks(messages: Sequence[Message], budget_chars: int) -> list[str]:
+    """The transcript of ``messages`` cut into runs of whole messages, each within
     ``budget_chars`` (a message longer than that alone is a run of its own): in order, every
-    message in exactly one run."""
-    runs: list[list[Message]] = [[]]
+    message in exactly one run, numbered as in the whole session."""
+    runs: list[list[str]] = [[]]
     used = 0
-    for message in messages:
-        size = len(message_line(message)) + 1
-        if runs[-1] and used + size > budget_chars:
+    for number, message in enumerate(messages, start=1):
+        line = message_line(message, number)
+        if runs[-1] and used + len(line) + 1 > budget_chars:
             runs.append([])
             used = 0
-        runs[-1].append(message)
-        used += size
-    return [run for run in runs if run]
+        runs[-1].append(line)
+        used += len(line) + 1
+    return ["\n".join(run) for run in runs if run]

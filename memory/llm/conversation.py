@@ -53,8 +53,7 @@ def extract_conversation(text: str, messages: Sequence[conversation.Message],
     if len(text) <= budget:
         parts = [text]
     else:
-        parts = ([own] if own else []) + [conversation.render_messages(run)
-                                          for run in conversation.chunks(messages, budget)]
+        parts = ([own] if own else []) + conversation.chunks(messages, budget)
     out = TextExtraction([], "model", shown=shown, chunks=len(parts))
     raws = []
     for part in parts:

@@ -26,7 +26,8 @@ def test_remember_takes_a_session(api_url, agent):
     with Client(api_url, token) as memory:
         seen = memory.remember(messages=SESSION)
         assert seen.status == "committed"
-        assert seen.text == "[2023-05-08 12:56 UTC] Ann: home_city: Lisbon\nassistant: Noted."
+        assert seen.text == ("[1, 2023-05-08 12:56 UTC] Ann: home_city: Lisbon\n"
+                             "[2] assistant: Noted.")
         assert seen.messages[0]["at"] == "2023-05-08T12:56:00Z"
         assert [(o.key, o.value) for o in seen.operations] == [("home_city", "Lisbon")]
 

@@ -92,7 +92,7 @@ def test_the_clients_inputs_are_tool_inputs(api_url, mcp_url, agent):
     session = Evidence.objects.get(pk=out["session"]["id"])
     assert session.messages[0] == {"role": "user", "name": "Bob", "content": "bob_pet: cat",
                                    "at": "2023-05-08T13:56:00Z"}
-    assert session.text.startswith("[2023-05-08 13:56 UTC] Bob: bob_pet: cat")
+    assert session.text.startswith("[1, 2023-05-08 13:56 UTC] Bob: bob_pet: cat")
     assert [(o["key"], o["value"]) for o in out["session"]["operations"]] == [("bob_pet", "cat")]
     assert {"disclose", "filter", "min_score", "as_of"} <= out["inputs"]["recall"]
     assert {"as_of", "search", "before"} <= out["inputs"]["fact_history"]

@@ -28,9 +28,9 @@ def test_a_session_is_one_observation_read_as_its_transcript(api, ns):
     answer = send(api, ns, {"messages": SESSION}, wait=True)
     assert answer.status_code == 201, answer.json()
     body = answer.json()
-    assert body["text"] == ("[2023-05-08 11:56 UTC] Caroline: I went to the support group "
-                            "yesterday.\n[2023-05-08 13:57 UTC] Melanie: That's great!\n  How "
-                            "was it?\nuser: favourite_colour: teal")
+    assert body["text"] == ("[1, 2023-05-08 11:56 UTC] Caroline: I went to the support group "
+                            "yesterday.\n[2, 2023-05-08 13:57 UTC] Melanie: That's great!\n  "
+                            "How was it?\n[3] user: favourite_colour: teal")
     # Kept as sent, the times as the instants they name (in UTC).
     assert body["messages"][0] == {**SESSION[0], "at": "2023-05-08T11:56:00Z"}
     assert body["messages"][2] == SESSION[2]
@@ -50,7 +50,7 @@ def test_the_raw_read_shows_the_speakers(api, ns):
 def test_a_given_observed_at_wins_and_text_comes_first(api, ns):
     body = send(api, ns, {"text": "Session 1.", "messages": SESSION[:1],
                           "observed_at": "2024-01-01T00:00:00Z"}, wait=True).json()
-    assert body["text"].startswith("Session 1.\n\n[2023-05-08 11:56 UTC] Caroline:")
+    assert body["text"].startswith("Session 1.\n\n[1, 2023-05-08 11:56 UTC] Caroline:")
     assert body["observed_at"].startswith("2024-01-01")
 
 

@@ -125,7 +125,7 @@ test("a chat session is one observation, and rememberMany keeps order in chunks"
     { role: "user", name: "Ann", content: "pet_name: Rex", at: new Date("2023-05-08T13:56:00Z") },
     { role: "assistant", content: "Noted." }] });
   assert.equal(session.status, "committed");
-  assert.equal(session.text, "[2023-05-08 13:56 UTC] Ann: pet_name: Rex\nassistant: Noted.");
+  assert.equal(session.text, "[1, 2023-05-08 13:56 UTC] Ann: pet_name: Rex\n[2] assistant: Noted.");
   assert.equal(session.messages[0].at, "2023-05-08T13:56:00Z");
   const items = Array.from({ length: 1200 }, (_, i) => ({
     facts: [{ key: "ts_counter", value: String(i) }], idempotencyKey: `ts-${i}` }));
