@@ -138,3 +138,16 @@ def test_two_concurrent_batches_keep_their_order_and_store_each_key_once(make_na
     assert [r["replayed"] for r in answers["a"][:50]] == [replayed] * 50
     assert [r["replayed"] for r in answers["b"][50:]] == [not replayed] * 50
     assert [r["id"] for r in answers["a"][:50]] == [r["id"] for r in answers["b"][50:]]
+
+
+def test_a_source_the_token_may_not_claim_refuses_the_batch_naming_the_item(ns):
+    from memory.services import trust_set
+
+    trust_set(namespace=ns, source="hr", level=9, actor="cli")
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION="Token " + token_create(
+        namespace=ns, client="agent", scope="write").key)
+    answer = batch(api, ns, [facts(0), facts(1) | {"source": "hr"}])
+    assert answer.status_code == 403
+    assert answer.json()["field"] == "observations[1].source"
+    assert not Evidence.objects.filter(namespace=ns).exists()
