@@ -106,7 +106,10 @@ def observation_record(
     semantics) replays the first observation unchanged (``created=False``) when the request
     is the same — text, facts, source and valid time — and raises
     :class:`IdempotencyConflict` when it is not. Only the key's SHA-256 is stored (SPEC §6: a
-    key may hold a value that is erased later), and the request's (:func:`request_digest`)."""
+    key may hold a value that is erased later), and the request's (:func:`request_digest`).
+    ``messages`` (a chat session) are stored as given; ``text`` is then their transcript
+    with any text of the client's before it, rendered by the caller
+    (:func:`memory.domain.conversation.observation_text`)."""
     key_digest = idempotency_digest(idempotency_key) if idempotency_key else None
     asked = (request_digest(text=text, facts=facts, source=source, observed_at=observed_at,
                             messages=messages) if key_digest else None)
