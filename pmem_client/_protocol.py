@@ -269,7 +269,7 @@ def needs_cell(capability: str, value: str | None) -> bool:
 
 
 def explicit_op(namespace: str, capability: str, *, key: str, value: str | None = None,
-                version: int | None = None, reason: str | None = None,
+                version: int | str | None = None, reason: str | None = None,
                 metadata: dict[str, Any] | None = None,
                 idempotency_key: str, wait_timeout: float) -> Steps[OperationResult]:
     """An agent's retract / contest / resolve / accept / reject: an observation carrying one
@@ -339,13 +339,16 @@ def until_settled(namespace: str, recorded: Observation,
     return recorded
 
 
-def restore(namespace: str, key: str, *, version: int,
-            reason: str | None) -> Steps[OperationResult]:
+def restore(namespace: str, key: str, *, version: int | str, reason: str | None,
+            metadata: dict[str, Any] | None = None) -> Steps[OperationResult]:
     """A reviewer's restore (SPEC §3: the undo of a retraction or rejection), through the
-    cell-operations endpoint (scope ``review``); a 409 raises Conflict with the reason."""
+    cell-operations endpoint (scope ``review``); a 409 raises Conflict with the reason.
+    ``version``: its id or the key's ordinal as ``"v3"``."""
     body: dict[str, Any] = {"op": "restore", "version": version}
     if reason:
         body["reason"] = reason
+    if metadata:
+        body["metadata"] = metadata
     reply = yield Call("POST", f"{_cell(namespace, key)}operations/", json=body)
     cell = reply.body.get("cell")
     return OperationResult(operation=ObservationOperation.from_json(reply.body["operation"]),

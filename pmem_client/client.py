@@ -240,11 +240,11 @@ class Client(_Base):
                 return
             before = page.next
 
-    def retract(self, key: str, reason: str, *, version: int | None = None,
+    def retract(self, key: str, reason: str, *, version: int | str | None = None,
                 idempotency_key: str | None = None,
                 namespace: str | None = None) -> OperationResult:
-        """Retract the key's current value (or the non-head ``version``): the previous value
-        is reinstated. Raises Conflict with the reason when it is invalid in the cell's state,
+        """Retract the key's current value (or the non-head ``version``: its id, or the key's
+        ordinal as ``"v3"``): the previous value is reinstated. Raises Conflict with the reason when it is invalid in the cell's state,
         NotFound (nothing written) when the key has no cell."""
         return self._explicit("retract", namespace, key=key, reason=reason, version=version,
                               idempotency_key=idempotency_key)
@@ -256,10 +256,11 @@ class Client(_Base):
         return self._explicit("contest", namespace, key=key, value=value, reason=reason,
                               metadata=metadata, idempotency_key=idempotency_key)
 
-    def resolve(self, key: str, *, value: str | None = None, version: int | None = None,
+    def resolve(self, key: str, *, value: str | None = None, version: int | str | None = None,
                 reason: str, idempotency_key: str | None = None,
                 namespace: str | None = None) -> OperationResult:
-        """Settle a contested cell on ``value`` (or ``version``)."""
+        """Settle a contested cell on ``value`` (or ``version``: its id, or the key's ordinal
+        as ``"v3"``)."""
         return self._explicit("resolve", namespace, key=key, value=value, version=version,
                               reason=reason, idempotency_key=idempotency_key)
 
@@ -280,12 +281,15 @@ class Client(_Base):
         return self._explicit("reject", namespace, key=key, value=value, reason=reason,
                               metadata=metadata, idempotency_key=idempotency_key)
 
-    def restore(self, key: str, version: int, *, reason: str | None = None,
+    def restore(self, key: str, version: int | str, *, reason: str | None = None,
+                metadata: dict[str, Any] | None = None,
                 namespace: str | None = None) -> OperationResult:
         """Undo a retraction or rejection: the value of the revoked or contradicted
-        ``version`` becomes current again (scope ``review``; Conflict when ``version`` is
-        neither)."""
-        return self._run(p.restore(self._ns(namespace), key, version=version, reason=reason))
+        ``version`` (its id, or the key's ordinal as ``"v3"``) becomes current again (scope
+        ``review``; Conflict when ``version`` is neither). The new version starts from the
+        restored one's metadata; ``metadata`` overlays it key by key."""
+        return self._run(p.restore(self._ns(namespace), key, version=version, reason=reason,
+                                   metadata=metadata))
 
     def _explicit(self, capability: str, namespace: str | None, *,
                   idempotency_key: str | None, **fact: Any) -> OperationResult:
@@ -445,7 +449,7 @@ class AsyncClient(_Base):
                 return
             before = page.next
 
-    async def retract(self, key: str, reason: str, *, version: int | None = None,
+    async def retract(self, key: str, reason: str, *, version: int | str | None = None,
                       idempotency_key: str | None = None,
                       namespace: str | None = None) -> OperationResult:
         return await self._explicit("retract", namespace, key=key, reason=reason,
@@ -458,7 +462,8 @@ class AsyncClient(_Base):
         return await self._explicit("contest", namespace, key=key, value=value, reason=reason,
                                     metadata=metadata, idempotency_key=idempotency_key)
 
-    async def resolve(self, key: str, *, value: str | None = None, version: int | None = None,
+    async def resolve(self, key: str, *, value: str | None = None,
+                      version: int | str | None = None,
                       reason: str, idempotency_key: str | None = None,
                       namespace: str | None = None) -> OperationResult:
         return await self._explicit("resolve", namespace, key=key, value=value,
@@ -479,10 +484,11 @@ class AsyncClient(_Base):
         return await self._explicit("reject", namespace, key=key, value=value, reason=reason,
                                     metadata=metadata, idempotency_key=idempotency_key)
 
-    async def restore(self, key: str, version: int, *, reason: str | None = None,
+    async def restore(self, key: str, version: int | str, *, reason: str | None = None,
+                      metadata: dict[str, Any] | None = None,
                       namespace: str | None = None) -> OperationResult:
         return await self._run(p.restore(await self._ns(namespace), key, version=version,
-                                         reason=reason))
+                                         reason=reason, metadata=metadata))
 
     async def _explicit(self, capability: str, namespace: str | None, *,
                         idempotency_key: str | None, **fact: Any) -> OperationResult:

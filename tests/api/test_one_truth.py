@@ -47,3 +47,72 @@ def test_a_filter_narrows_the_read_and_never_rescales_its_scores(api, ns, mode):
     cutoff = min(i["score"] for i in narrowed["items"])
     cut = post(api, ns, "read/", {**query, "filter": {"user": "bob"}, "min_score": cutoff}).json()
     assert [i["key"] for i in cut["items"]] == [i["key"] for i in narrowed["items"]]
+
+
+# --- metadata carries forward ------------------------------------------------------------------
+
+
+def op(api: Any, ns: Any, key: str, body: dict[str, Any]) -> dict[str, Any]:
+    answer = post(api, ns, f"cells/{key}/operations/", body)
+    assert answer.status_code == 201, answer.json()
+    return answer.json()
+
+
+def bob_cells(api: Any, ns: Any) -> list[tuple[str, str]]:
+    answer = api.get(url(ns, "cells/"), {"filter": json.dumps({"user": "bob"})})
+    return [(c["key"], c["value"]) for c in answer.json()["results"]]
+
+
+def test_metadata_carries_through_update_contest_resolve_and_overlays_key_by_key(api, ns):
+    write(api, ns, {"key": "bob_city", "value": "Lisbon", "metadata": {"user": "bob", "n": 1}})
+    write(api, ns, {"key": "bob_city", "value": "Porto"})
+    write(api, ns, {"key": "bob_city", "value": "Faro", "op": "contest"})
+    assert bob_cells(api, ns) == [("bob_city", "Porto")]
+    op(api, ns, "bob_city", {"op": "resolve", "value": "Faro"})
+    assert bob_cells(api, ns) == [("bob_city", "Faro")]
+    write(api, ns, {"key": "bob_city", "value": "Braga", "metadata": {"n": 2}})
+    cell = api.get(url(ns, "cells/bob_city/")).json()
+    assert cell["metadata"] == {"user": "bob", "n": 2}
+    read = post(api, ns, "read/", {"query": "bob city", "filter": {"user": "bob"}}).json()
+    assert [i["value"] for i in read["items"]] == ["Braga"]
+
+
+def test_metadata_carries_through_a_restore_and_a_reinstatement(api, ns):
+    write(api, ns, {"key": "bob_pet", "value": "cat", "metadata": {"user": "bob"}})
+    write(api, ns, {"key": "bob_pet", "value": "dog"})
+    retracted = op(api, ns, "bob_pet", {"op": "revoke", "reason": "wrong"})
+    assert retracted["cell"]["value"] == "cat"  # the predecessor reinstated, with its own
+    assert bob_cells(api, ns) == [("bob_pet", "cat")]
+    history = api.get(url(ns, "cells/bob_pet/")).json()["history"]
+    dog = next(h for h in history if h["value"] == "dog")
+    op(api, ns, "bob_pet", {"op": "restore", "version": dog["version"],
+                            "metadata": {"restored": True}})
+    cell = api.get(url(ns, "cells/bob_pet/")).json()
+    assert (cell["value"], cell["metadata"]) == ("dog", {"user": "bob", "restored": True})
+    contested = op(api, ns, "bob_pet", {"op": "contest", "value": "parrot",
+                                        "metadata": {"by": "alice"}})
+    alt = contested["cell"]["alternatives"][0]
+    assert alt["metadata"] == {"user": "bob", "restored": True, "by": "alice"}
+
+
+# --- one numbering -----------------------------------------------------------------------------
+
+
+def test_a_version_is_named_by_its_ordinal_wherever_a_version_is_taken(api, ns):
+    write(api, ns, {"key": "door", "value": "open"})
+    write(api, ns, {"key": "door", "value": "shut"})
+    retracted = op(api, ns, "door", {"op": "revoke", "reason": "wrong", "version": "v2"})
+    assert (retracted["cell"]["value"], retracted["cell"]["ordinal"]) == ("open", 1)
+    restored = op(api, ns, "door", {"op": "restore", "version": "v2"})
+    assert (restored["cell"]["value"], restored["cell"]["ordinal"]) == ("shut", 3)
+    write(api, ns, {"key": "door", "value": "ajar", "op": "contest"})
+    done = write(api, ns, {"key": "door", "op": "resolve", "version": "v4", "reason": "seen"})
+    assert [(o["op"], o["ordinal"]) for o in done["operations"]] == [("resolve", 4)]
+    assert api.get(url(ns, "cells/door/")).json()["value"] == "ajar"
+    missing = post(api, ns, "cells/door/operations/", {"op": "restore", "version": "v9"})
+    assert missing.status_code == 409 and "v9" in missing.json()["error"]
+    noop = write(api, ns, {"key": "door", "op": "revoke", "version": "v9", "reason": "x"})
+    assert "v9 is not a version of this key" in noop["operations"][0]["reason"]
+    for bad in ("3", "v0", "V3", 0, True, "v-1"):
+        refused = post(api, ns, "cells/door/operations/", {"op": "restore", "version": bad})
+        assert refused.status_code == 400 and refused.json()["field"] == "version", bad

@@ -397,9 +397,12 @@ export interface components {
         CellOpInRequest: {
             op: components["schemas"]["CellOpInOpEnum"];
             value?: string | null;
-            /** Format: int64 */
-            version?: number;
+            version?: number | string;
             reason?: string;
+            /** @description Entries over the metadata the version this creates starts from (the head it displaces, the version it restores) */
+            metadata?: {
+                [key: string]: string | number | boolean;
+            } | null;
         };
         /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
         CellOpOut: {
@@ -580,8 +583,7 @@ export interface components {
             key: string;
             value?: string | null;
             op?: components["schemas"]["FactInOpEnum"];
-            /** Format: int64 */
-            version?: number;
+            version?: number | string;
             /** @default false */
             hard_commit: boolean;
             /**
