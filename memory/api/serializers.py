@@ -199,6 +199,10 @@ class ObservationIn(serializers.Serializer):
                              max_length=200)  # type: ignore[assignment]
     observed_at = InstantField(required=False, allow_null=True)
     idempotency_key = StrictCharField(required=False, max_length=200)
+    extract = StrictBooleanField(
+        required=False, default=False,
+        help_text="With facts: true extracts facts from the text too. Left out, text sent with "
+                  "facts is their evidence only (kept, shown by raw reads, not extracted).")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if not (attrs.get("text") or "").strip() and not attrs.get("facts"):

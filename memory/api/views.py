@@ -112,7 +112,8 @@ class ObservationsView(NamespaceView):
                               scope=caller_scope(request, namespace), source=v.get("source"))
         said = {"namespace": namespace, "text": v.get("text", ""), "facts": facts or None,
                 "source": source, "observed_at": v.get("observed_at"),
-                "idempotency_key": v.get("idempotency_key"), "actor": actor_of(request)}
+                "idempotency_key": v.get("idempotency_key"), "actor": actor_of(request),
+                "extract": bool(v.get("extract") and facts)}
         # A caller that waits for the commit is answered by it: without a model, and with
         # nothing ahead of it, the observation is recorded and committed here in one
         # transaction (nothing is answered before it commits; when it cannot be, nothing

@@ -116,3 +116,22 @@ def test_a_version_is_named_by_its_ordinal_wherever_a_version_is_taken(api, ns):
     for bad in ("3", "v0", "V3", 0, True, "v-1"):
         refused = post(api, ns, "cells/door/operations/", {"op": "restore", "version": bad})
         assert refused.status_code == 400 and refused.json()["field"] == "version", bad
+
+
+# --- facts with text ---------------------------------------------------------------------------
+
+
+def test_text_sent_with_facts_is_their_evidence_and_is_not_extracted_again(api, ns):
+    said = write(api, ns, {"key": "thermostat", "value": "21 C"},
+                 text="thermostat_reading_1 = 21 (living room, morning)")
+    assert [o["key"] for o in said["operations"]] == ["thermostat"]
+    assert [c["key"] for c in api.get(url(ns, "cells/")).json()["results"]] == ["thermostat"]
+    raw = post(api, ns, "read/", {"query": "thermostat", "mode": "raw"}).json()
+    assert raw["items"][0]["text"] == "thermostat_reading_1 = 21 (living room, morning)"
+    asked = write(api, ns, {"key": "thermostat", "value": "22 C"},
+                  text="thermostat_reading_2 = 22", extract=True)
+    assert sorted(o["key"] for o in asked["operations"]) == ["thermostat",
+                                                            "thermostat_reading_2"]
+    refused = post(api, ns, "observations/", {"facts": [{"key": "a", "value": "b"}],
+                                              "extract": "yes"})
+    assert refused.status_code == 400 and refused.json()["field"] == "extract"
