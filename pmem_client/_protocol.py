@@ -20,6 +20,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from . import errors
 from .types import (
+    AnswerResult,
     Cell,
     EraseReport,
     HistoryEntry,
@@ -206,6 +207,19 @@ def remember(namespace: str, *, text: str | None, facts: list[dict[str, Any]] | 
 def observation(namespace: str, observation_id: int) -> Steps[Observation]:
     reply = yield Call("GET", f"{_ns(namespace)}observations/{int(observation_id)}/")
     return Observation.from_json(reply.body)
+
+
+def answer(namespace: str, *, query: str, mode: str, k: int | None,
+           disclose: list[str] | None) -> Steps[AnswerResult]:
+    """The server's model answers ``query`` from a read in ``mode``; a server without a model
+    answers 409 (:class:`~pmem_client.errors.Conflict`)."""
+    body: dict[str, Any] = {"query": query, "mode": mode}
+    if k is not None:
+        body["k"] = k
+    if disclose is not None:
+        body["disclose"] = list(disclose)
+    reply = yield Call("POST", f"{_ns(namespace)}answer/", json=body)
+    return AnswerResult.from_json(reply.body)
 
 
 def recall(namespace: str, *, query: str, mode: str, k: int | None,

@@ -21,6 +21,7 @@ import httpx2
 from . import _protocol as p
 from . import errors
 from .types import (
+    AnswerResult,
     Cell,
     EraseReport,
     HistoryEntry,
@@ -214,6 +215,15 @@ class Client(_Base):
         return self._run(p.recall(self._ns(namespace), query=query, mode=mode, k=k,
                                   as_of=as_of, disclose=disclose, filter=filter,
                                   min_score=min_score))
+
+    def answer(self, query: str, *, mode: str = "frontier", k: int | None = None,
+               disclose: list[str] | None = None,
+               namespace: str | None = None) -> AnswerResult:
+        """The server's model answers ``query`` from a read in ``mode`` (``frontier``,
+        ``frontier_cosine``, ``raw``, ``raw_ordered``, ``pruned``, ``iterative``); it needs
+        a model configured on the server (PMEM_LLM_BASE_URL: Conflict otherwise)."""
+        return self._run(p.answer(self._ns(namespace), query=query, mode=mode, k=k,
+                                  disclose=disclose))
 
     def get_fact(self, key: str, *, as_of: str | datetime | None = None,
                  history: int | None = None, namespace: str | None = None) -> Cell:
@@ -424,6 +434,12 @@ class AsyncClient(_Base):
         return await self._run(p.recall(await self._ns(namespace), query=query, mode=mode, k=k,
                                         as_of=as_of, disclose=disclose, filter=filter,
                                         min_score=min_score))
+
+    async def answer(self, query: str, *, mode: str = "frontier", k: int | None = None,
+                     disclose: list[str] | None = None,
+                     namespace: str | None = None) -> AnswerResult:
+        return await self._run(p.answer(await self._ns(namespace), query=query, mode=mode,
+                                        k=k, disclose=disclose))
 
     async def get_fact(self, key: str, *, as_of: str | datetime | None = None,
                        history: int | None = None, namespace: str | None = None) -> Cell:

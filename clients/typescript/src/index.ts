@@ -38,6 +38,8 @@ export type HistoryEntry = Schemas["VersionOut"];
 export type HistoryPage = Schemas["HistoryPageOut"];
 export type Operation = Schemas["OperationOut"];
 export type ReadResult = Schemas["ReadOut"];
+export type AnswerResult = Schemas["AnswerOut"];
+export type AnswerMode = Schemas["AnswerInModeEnum"];
 export type EraseReport = Schemas["EraseReportOut"];
 export type Graph = Schemas["GraphOut"];
 /** A version as the API takes it: its id, or the key's own ordinal as `"v3"`. */
@@ -357,6 +359,20 @@ export class Client {
     }
     if (options.minScore !== undefined) body.min_score = options.minScore;
     return this.#send({ method: "POST", url: `${await this.#nsPath(options.namespace)}read/`,
+      json: body });
+  }
+
+  /**
+   * The server's model answers `query` from a read in `mode` (`iterative` too); it needs a
+   * model configured on the server (PMEM_LLM_BASE_URL): Conflict otherwise.
+   */
+  async answer(query: string, options: Scoped & {
+    mode?: AnswerMode; k?: number; disclose?: Disclosure[];
+  } = {}): Promise<AnswerResult> {
+    const body: Record<string, unknown> = { query, mode: options.mode ?? "frontier" };
+    if (options.k !== undefined) body.k = options.k;
+    if (options.disclose !== undefined) body.disclose = options.disclose;
+    return this.#send({ method: "POST", url: `${await this.#nsPath(options.namespace)}answer/`,
       json: body });
   }
 
