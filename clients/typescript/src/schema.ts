@@ -706,6 +706,11 @@ export interface components {
             /** Format: date-time */
             observed_at?: string | null;
             idempotency_key?: string;
+            /**
+             * @description With facts: true extracts facts from the text too. Left out, text sent with facts is their evidence only (kept, shown by raw reads, not extracted).
+             * @default false
+             */
+            extract: boolean;
         };
         /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
         ObservationOut: {
