@@ -21,8 +21,8 @@ from memory.llm.embedding import embedder_id
 from memory.models import ApiToken, Membership, Namespace
 from memory.services import (
     TokenRejected,
-    namespace_create,
     name_check,
+    namespace_create,
     namespace_reached,
     token_authenticate,
 )

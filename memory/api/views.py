@@ -19,8 +19,8 @@ from memory.domain.instants import parse_instant
 from memory.llm.client import client_from_settings
 from memory.selectors import (
     ReadResult,
-    frontier_read_as_of,
     frontier_hybrid_read,
+    frontier_read_as_of,
     frontier_read_filtered,
     observation_detail,
     observation_when_settled,

@@ -11,7 +11,9 @@ from typing import Any
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from memory.domain.render import embedding_text
 from memory.models import Cell
