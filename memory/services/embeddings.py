@@ -275,6 +275,10 @@ SELECT EXISTS (SELECT 1 FROM memory_evidence e
 """
 
 
+_PENDING_CELLS_SQL = ("SELECT EXISTS (SELECT 1 FROM memory_cell"
+                      " WHERE namespace_id = %s AND embed_pending)")
+
+
 def embed_before_read(*, namespace_id: int, observations: bool = False) -> int:
     """Embed, now, what the namespace's acknowledged commits left for the background pass,
     before a read ranks by similarity (SPEC §11.1: a read never misses a committed item).
@@ -286,13 +290,11 @@ def embed_before_read(*, namespace_id: int, observations: bool = False) -> int:
     advisory lock) rather than embedding beside it. Raises ``EmbeddingError``."""
     if not getattr(embedder_from_settings(), "deferred", False):
         return 0
-    if observations:
-        with connection.cursor() as cur:
-            cur.execute(_UNEMBEDDED_EVIDENCE_SQL, [namespace_id])
-            if not cur.fetchone()[0]:
-                return 0
-    elif not _anything_pending(namespace_id):
-        return 0
+    with connection.cursor() as cur:  # one indexed EXISTS: all a settled namespace pays
+        cur.execute(_UNEMBEDDED_EVIDENCE_SQL if observations else _PENDING_CELLS_SQL,
+                    [namespace_id])
+        if not cur.fetchone()[0]:
+            return 0
     with connection.cursor() as cur:
         cur.execute("SELECT pg_advisory_lock(%s, %s)", [_EMBED_LOCK_CLASS, namespace_id])
     try:
