@@ -218,7 +218,8 @@ class CellOpIn(serializers.Serializer):
     metadata = MetadataField(
         required=False, allow_null=True,
         help_text="Entries over the metadata the version this creates starts from (the head it "
-                  "displaces, the version it restores)")
+                  "displaces, the version it restores); an operation that creates no version "
+                  "(resolve, revoke, reject of an alternative, noop) keeps none")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         return _check_op_args(attrs)

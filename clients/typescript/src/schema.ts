@@ -399,7 +399,7 @@ export interface components {
             value?: string | null;
             version?: number | string;
             reason?: string;
-            /** @description Entries over the metadata the version this creates starts from (the head it displaces, the version it restores) */
+            /** @description Entries over the metadata the version this creates starts from (the head it displaces, the version it restores); an operation that creates no version (resolve, revoke, reject of an alternative, noop) keeps none */
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
