@@ -77,8 +77,18 @@ HTTP_UNAVAILABLE = Counter(
 # The series an operator's dashboards and alerts name exist (at zero) before the first event.
 for _reason in ("extraction", "model", "time_limit", "commit", "other"):
     OBSERVATIONS_FAILED.labels(reason=_reason)
-for _kind in ("extract", "identity", "annotate", "answer", "prune"):
+#: The fixed words a failed model call is counted by (memory.llm.errors, memory.llm.transport).
+MODEL_ERROR_REASONS = ("error", "transport", "content", "unsupported_form", "client",
+                       "connection", "timeout", "http_429", "http_5xx", "http_4xx",
+                       "unparsable", "wrong_schema", "malformed", "no_choices")
+for _kind in ("extract", "identity", "annotate", "answer", "prune", "embed", "probe"):
     MODEL_REQUEST_SECONDS.labels(kind=_kind)
+    for _error in MODEL_ERROR_REASONS:
+        MODEL_ERRORS.labels(kind=_kind, reason=_error)
+for _cause in ("model", "database", "broker"):
+    TASK_RETRIES.labels(cause=_cause)
+for _cause in ("database_unavailable", "disk_full"):
+    HTTP_UNAVAILABLE.labels(cause=_cause)
 
 
 @contextmanager

@@ -161,6 +161,9 @@ class Evidence(models.Model):
     # A chat session as the client sent it ([{role, content, name?, at?}]); ``text`` holds its
     # transcript (memory.domain.conversation).
     messages = models.JSONField(null=True, blank=True)
+    # The client sent facts and asked for its text to be extracted too (SPEC §5.2: else the
+    # text is the facts' evidence only). Steers an extraction not yet done: not exported.
+    extract_text = models.BooleanField(default=False, db_default=False)
     source = models.CharField(max_length=200, blank=True, default="")
     observed_at = models.DateTimeField(null=True, blank=True)  # valid time
     received_at = models.DateTimeField(auto_now_add=True)  # transaction time

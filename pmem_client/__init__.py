@@ -30,6 +30,7 @@ from .errors import (
 )
 from .types import (
     Alternative,
+    AnswerResult,
     Cell,
     EraseReport,
     HistoryEntry,
@@ -44,7 +45,7 @@ from .types import (
 )
 
 __all__ = [
-    "Alternative", "ApiError", "AsyncClient", "BadRequest", "Cell", "Client", "Conflict",
+    "Alternative", "AnswerResult", "ApiError", "AsyncClient", "BadRequest", "Cell", "Client", "Conflict",
     "EraseReport", "Forbidden", "HistoryEntry", "HistoryPage", "IdempotencyConflict",
     "NotFound", "Observation",
     "ObservationFailed", "ObservationOperation", "Operation", "OperationResult",

@@ -21,6 +21,7 @@ from . import errors
 from ._batch import batch_item, batches, messages_body
 from ._batch import new_idempotency_key as new_idempotency_key  # the clients make keys
 from .types import (
+    AnswerResult,
     Cell,
     EraseReport,
     HistoryEntry,
@@ -234,6 +235,19 @@ def observation(namespace: str, observation_id: int) -> Steps[Observation]:
     return Observation.from_json(reply.body)
 
 
+def answer(namespace: str, *, query: str, mode: str, k: int | None,
+           disclose: list[str] | None) -> Steps[AnswerResult]:
+    """The server's model answers ``query`` from a read in ``mode``; a server without a model
+    answers 409 (:class:`~pmem_client.errors.Conflict`)."""
+    body: dict[str, Any] = {"query": query, "mode": mode}
+    if k is not None:
+        body["k"] = k
+    if disclose is not None:
+        body["disclose"] = list(disclose)
+    reply = yield Call("POST", f"{_ns(namespace)}answer/", json=body)
+    return AnswerResult.from_json(reply.body)
+
+
 def recall(namespace: str, *, query: str, mode: str, k: int | None,
            as_of: str | datetime | None, disclose: list[str] | None,
            filter: dict[str, Any] | None = None,
@@ -295,7 +309,7 @@ def needs_cell(capability: str, value: str | None) -> bool:
 
 
 def explicit_op(namespace: str, capability: str, *, key: str, value: str | None = None,
-                version: int | None = None, reason: str | None = None,
+                version: int | str | None = None, reason: str | None = None,
                 metadata: dict[str, Any] | None = None,
                 idempotency_key: str, wait_timeout: float) -> Steps[OperationResult]:
     """An agent's retract / contest / resolve / accept / reject: an observation carrying one
@@ -365,13 +379,16 @@ def until_settled(namespace: str, recorded: Observation,
     return recorded
 
 
-def restore(namespace: str, key: str, *, version: int,
-            reason: str | None) -> Steps[OperationResult]:
+def restore(namespace: str, key: str, *, version: int | str, reason: str | None,
+            metadata: dict[str, Any] | None = None) -> Steps[OperationResult]:
     """A reviewer's restore (SPEC §3: the undo of a retraction or rejection), through the
-    cell-operations endpoint (scope ``review``); a 409 raises Conflict with the reason."""
+    cell-operations endpoint (scope ``review``); a 409 raises Conflict with the reason.
+    ``version``: its id or the key's ordinal as ``"v3"``."""
     body: dict[str, Any] = {"op": "restore", "version": version}
     if reason:
         body["reason"] = reason
+    if metadata:
+        body["metadata"] = metadata
     reply = yield Call("POST", f"{_cell(namespace, key)}operations/", json=body)
     cell = reply.body.get("cell")
     return OperationResult(operation=ObservationOperation.from_json(reply.body["operation"]),

@@ -21,6 +21,7 @@ import httpx2
 from . import _protocol as p
 from . import errors
 from .types import (
+    AnswerResult,
     Cell,
     EraseReport,
     HistoryEntry,
@@ -231,6 +232,15 @@ class Client(_Base):
                                   as_of=as_of, disclose=disclose, filter=filter,
                                   min_score=min_score))
 
+    def answer(self, query: str, *, mode: str = "frontier", k: int | None = None,
+               disclose: list[str] | None = None,
+               namespace: str | None = None) -> AnswerResult:
+        """The server's model answers ``query`` from a read in ``mode`` (``frontier``,
+        ``frontier_cosine``, ``raw``, ``raw_ordered``, ``pruned``, ``iterative``); it needs
+        a model configured on the server (PMEM_LLM_BASE_URL: Conflict otherwise)."""
+        return self._run(p.answer(self._ns(namespace), query=query, mode=mode, k=k,
+                                  disclose=disclose))
+
     def get_fact(self, key: str, *, as_of: str | datetime | None = None,
                  history: int | None = None, namespace: str | None = None) -> Cell:
         """A cell: value, status, alternatives and newest history. Raises NotFound."""
@@ -256,11 +266,11 @@ class Client(_Base):
                 return
             before = page.next
 
-    def retract(self, key: str, reason: str, *, version: int | None = None,
+    def retract(self, key: str, reason: str, *, version: int | str | None = None,
                 idempotency_key: str | None = None,
                 namespace: str | None = None) -> OperationResult:
-        """Retract the key's current value (or the non-head ``version``): the previous value
-        is reinstated. Raises Conflict with the reason when it is invalid in the cell's state,
+        """Retract the key's current value (or the non-head ``version``: its id, or the key's
+        ordinal as ``"v3"``): the previous value is reinstated. Raises Conflict with the reason when it is invalid in the cell's state,
         NotFound (nothing written) when the key has no cell."""
         return self._explicit("retract", namespace, key=key, reason=reason, version=version,
                               idempotency_key=idempotency_key)
@@ -272,10 +282,11 @@ class Client(_Base):
         return self._explicit("contest", namespace, key=key, value=value, reason=reason,
                               metadata=metadata, idempotency_key=idempotency_key)
 
-    def resolve(self, key: str, *, value: str | None = None, version: int | None = None,
+    def resolve(self, key: str, *, value: str | None = None, version: int | str | None = None,
                 reason: str, idempotency_key: str | None = None,
                 namespace: str | None = None) -> OperationResult:
-        """Settle a contested cell on ``value`` (or ``version``)."""
+        """Settle a contested cell on ``value`` (or ``version``: its id, or the key's ordinal
+        as ``"v3"``)."""
         return self._explicit("resolve", namespace, key=key, value=value, version=version,
                               reason=reason, idempotency_key=idempotency_key)
 
@@ -296,12 +307,15 @@ class Client(_Base):
         return self._explicit("reject", namespace, key=key, value=value, reason=reason,
                               metadata=metadata, idempotency_key=idempotency_key)
 
-    def restore(self, key: str, version: int, *, reason: str | None = None,
+    def restore(self, key: str, version: int | str, *, reason: str | None = None,
+                metadata: dict[str, Any] | None = None,
                 namespace: str | None = None) -> OperationResult:
         """Undo a retraction or rejection: the value of the revoked or contradicted
-        ``version`` becomes current again (scope ``review``; Conflict when ``version`` is
-        neither)."""
-        return self._run(p.restore(self._ns(namespace), key, version=version, reason=reason))
+        ``version`` (its id, or the key's ordinal as ``"v3"``) becomes current again (scope
+        ``review``; Conflict when ``version`` is neither). The new version starts from the
+        restored one's metadata; ``metadata`` overlays it key by key."""
+        return self._run(p.restore(self._ns(namespace), key, version=version, reason=reason,
+                                   metadata=metadata))
 
     def _explicit(self, capability: str, namespace: str | None, *,
                   idempotency_key: str | None, **fact: Any) -> OperationResult:
@@ -443,6 +457,12 @@ class AsyncClient(_Base):
                                         as_of=as_of, disclose=disclose, filter=filter,
                                         min_score=min_score))
 
+    async def answer(self, query: str, *, mode: str = "frontier", k: int | None = None,
+                     disclose: list[str] | None = None,
+                     namespace: str | None = None) -> AnswerResult:
+        return await self._run(p.answer(await self._ns(namespace), query=query, mode=mode,
+                                        k=k, disclose=disclose))
+
     async def get_fact(self, key: str, *, as_of: str | datetime | None = None,
                        history: int | None = None, namespace: str | None = None) -> Cell:
         return await self._run(p.get_fact(await self._ns(namespace), key, as_of=as_of,
@@ -467,7 +487,7 @@ class AsyncClient(_Base):
                 return
             before = page.next
 
-    async def retract(self, key: str, reason: str, *, version: int | None = None,
+    async def retract(self, key: str, reason: str, *, version: int | str | None = None,
                       idempotency_key: str | None = None,
                       namespace: str | None = None) -> OperationResult:
         return await self._explicit("retract", namespace, key=key, reason=reason,
@@ -480,7 +500,8 @@ class AsyncClient(_Base):
         return await self._explicit("contest", namespace, key=key, value=value, reason=reason,
                                     metadata=metadata, idempotency_key=idempotency_key)
 
-    async def resolve(self, key: str, *, value: str | None = None, version: int | None = None,
+    async def resolve(self, key: str, *, value: str | None = None,
+                      version: int | str | None = None,
                       reason: str, idempotency_key: str | None = None,
                       namespace: str | None = None) -> OperationResult:
         return await self._explicit("resolve", namespace, key=key, value=value,
@@ -501,10 +522,11 @@ class AsyncClient(_Base):
         return await self._explicit("reject", namespace, key=key, value=value, reason=reason,
                                     metadata=metadata, idempotency_key=idempotency_key)
 
-    async def restore(self, key: str, version: int, *, reason: str | None = None,
+    async def restore(self, key: str, version: int | str, *, reason: str | None = None,
+                      metadata: dict[str, Any] | None = None,
                       namespace: str | None = None) -> OperationResult:
         return await self._run(p.restore(await self._ns(namespace), key, version=version,
-                                         reason=reason))
+                                         reason=reason, metadata=metadata))
 
     async def _explicit(self, capability: str, namespace: str | None, *,
                         idempotency_key: str | None, **fact: Any) -> OperationResult:

@@ -299,6 +299,30 @@ class ReadResult:
 
 
 @dataclass(frozen=True)
+class AnswerResult:
+    """A model's answer to a query from a read's context (``POST answer/``): ``answer``, the
+    ``context`` it read, the ``lookups`` of the iterative mode and what it cost."""
+
+    answer: str
+    mode: str
+    context: str
+    context_chars: int
+    lookups: list[dict[str, Any]]
+    error: str | None
+    cost: dict[str, int]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> AnswerResult:
+        context = str(body.get("context") or "")
+        return cls(answer=str(body.get("answer") or ""), mode=str(body.get("mode", "")),
+                   context=context,
+                   context_chars=int(body.get("context_chars") or len(context)),
+                   lookups=list(body.get("lookups") or []), error=body.get("error"),
+                   cost=dict(body.get("cost") or {}), raw=body)
+
+
+@dataclass(frozen=True)
 class EraseReport:
     """After a privacy erase with ``report=True``: where else the erased values still appear."""
 

@@ -244,8 +244,9 @@ def _add_write_tools(server: MCPServer, client_for: ClientFor) -> None:
     async def retract(
         key: Annotated[str, Field(description="The fact's key.")],
         reason: Annotated[str, Field(description="Why it is wrong (kept in the log).")],
-        version: Annotated[int | None, Field(description="A non-current version to "
-                                                         "retract.")] = None,
+        version: Annotated[int | str | None, Field(description=(
+            "A non-current version to retract: its id, or the fact's own ordinal as \"v2\" "
+            "(the `ordinal` answers show)."))] = None,
     ) -> dict[str, Any]:
         return operation_out(await _call(client_for().retract(key, reason, version=version)))
 
@@ -268,8 +269,9 @@ def _add_write_tools(server: MCPServer, client_for: ClientFor) -> None:
         key: Annotated[str, Field(description="The fact's key.")],
         reason: Annotated[str, Field(description="Why this value wins (kept in the log).")],
         value: Annotated[str | None, Field(description="The winning value.")] = None,
-        version: Annotated[int | None, Field(description="The winning version, instead of "
-                                                         "its value.")] = None,
+        version: Annotated[int | str | None, Field(description=(
+            "The winning version instead of its value: its id, or the fact's own ordinal as "
+            "\"v2\"."))] = None,
     ) -> dict[str, Any]:
         if value is None and version is None:
             raise Refused("resolve needs the winner's value or version")

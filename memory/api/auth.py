@@ -17,9 +17,11 @@ from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
 from memory.domain.scopes import Scope, scope_allows
+from memory.llm.embedding import embedder_id
 from memory.models import ApiToken, Membership, Namespace
 from memory.services import (
     TokenRejected,
+    name_check,
     namespace_create,
     namespace_reached,
     token_authenticate,
@@ -100,6 +102,12 @@ def actor_of(request: Request) -> str:
     return f"user:{user.get_username()}"
 
 
+def unwritten_namespace(name: str) -> Namespace:
+    """A namespace an application token may create, not created yet: what its reads see is
+    an empty namespace's (no row has namespace id 0). Never saved; only read scopes get it."""
+    return Namespace(pk=0, name=name, embedder=embedder_id())
+
+
 def namespace_for(request: Request, name: str, *, scope: Scope = Scope.READ,
                   create: bool = False, missing_ok: bool = False) -> Namespace | None:
     """The namespace ``name`` if the caller may reach it with ``scope``.
@@ -109,6 +117,7 @@ def namespace_for(request: Request, name: str, *, scope: Scope = Scope.READ,
     application token reaches the names that start with its prefix; with ``create`` (its
     writes) a name it reaches that has no namespace yet gets one, else it is 404 like any
     other namespace the caller cannot see — or None with ``missing_ok``."""
+    name_check(name)  # InvalidName: 400 stating the rule, whoever asks
     user = request.user
     if isinstance(user, TokenClient):
         token = user.token
@@ -118,7 +127,9 @@ def namespace_for(request: Request, name: str, *, scope: Scope = Scope.READ,
             return token.namespace
         found = Namespace.objects.filter(name=name).first()
         if found is None and create:
-            found = namespace_create(name=name)  # InvalidName: 400 naming the namespace
+            found = namespace_create(name=name)
+        if found is None and scope == Scope.READ and not missing_ok:
+            return unwritten_namespace(name)  # reads as empty until its first write
         if found is None and not missing_ok:
             raise exceptions.NotFound("no such namespace")
         return found

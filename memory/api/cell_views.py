@@ -26,6 +26,7 @@ from memory.selectors.graph import WINDOW_DEFAULT, WINDOW_MAX
 from memory.selectors.history import HISTORY_DEFAULT, HISTORY_MAX, SEARCH_COUNT_CAP
 from memory.selectors.timeline import BUCKETS_DEFAULT, BUCKETS_MAX
 from memory.services import cell_erase, operation_apply
+from memory.services.ordinals import UnknownOrdinal, version_reference
 from memory.tasks import enqueue_erase_followup
 
 from . import outputs as o
@@ -222,10 +223,18 @@ class CellOperationsView(NamespaceView):
         data = s.CellOpIn(data=request.data)
         data.is_valid(raise_exception=True)
         v = data.validated_data
+        version = v.get("version")
+        if isinstance(version, str):  # "v3": the key's own numbering (SPEC §11.5)
+            try:
+                version = version_reference(cell_id=self.cell(namespace, key).pk,
+                                            version=version)
+            except UnknownOrdinal as unknown:
+                return Response({"error": str(unknown), "field": "version"},
+                                status=status.HTTP_409_CONFLICT)
         applied = operation_apply(
             namespace=namespace, key=key, op=v["op"], value=v.get("value"),
-            version_id=v.get("version"), actor=actor_of(request), reason=v.get("reason", ""),
-            explicit=True,
+            version_id=version, actor=actor_of(request), reason=v.get("reason", ""),
+            explicit=True, metadata=v.get("metadata"),
         )
         cell = cell_as_of(namespace, applied.cell.key, None) if applied.cell else None
         body = o.CellOpOut.render({"operation": applied.operation, "cell": cell})

@@ -39,4 +39,6 @@ def observation_asked(v: dict[str, Any], *, request: Request, namespace: Any) ->
             "text": conversation.observation_text(v.get("text", ""), messages),
             "messages": messages, "facts": facts or None, "source": source,
             "observed_at": observed_at, "idempotency_key": v.get("idempotency_key"),
-            "actor": actor_of(request)}
+            "actor": actor_of(request),
+            # With facts, the text (or session) is their evidence unless extraction is asked.
+            "extract": bool(v.get("extract") and facts)}

@@ -23,6 +23,7 @@ from memory.domain import (
 from memory.domain.instants import TimeRefused, parse_instant
 from memory.domain.metadata import Metadata, MetadataRefused, clean_metadata
 from memory.reads import ANSWER_MODES, READ_MODES
+from memory.services.ordinals import parse_ordinal
 
 
 class StrictCharField(serializers.CharField):
@@ -41,6 +42,27 @@ class StrictIntegerField(serializers.IntegerField):
         if isinstance(data, bool) or not isinstance(data, int):
             self.fail("invalid")
         return super().to_internal_value(data)
+
+
+@extend_schema_field({"oneOf": [
+    {"type": "integer", "minimum": 1, "maximum": BIGINT_MAX},
+    {"type": "string", "pattern": "^v[1-9][0-9]*$"}]})
+class VersionField(serializers.Field):
+    """A version as a client names it (SPEC §11.5): its id (a JSON integer) or the key's own
+    ordinal as ``"v3"``."""
+
+    default_error_messages = {  # noqa: RUF012  (DRF's own attribute, read-only)
+        "invalid": "a version id (an integer of at least 1) or the key's ordinal as \"v3\""}
+
+    def to_internal_value(self, data: Any) -> int | str:
+        if isinstance(data, str) and parse_ordinal(data) is not None:
+            return data
+        if isinstance(data, bool) or not isinstance(data, int) or not 1 <= data <= BIGINT_MAX:
+            self.fail("invalid")
+        return data
+
+    def to_representation(self, value: Any) -> Any:
+        return value
 
 
 class InstantField(serializers.DateTimeField):
@@ -140,7 +162,7 @@ class FactIn(serializers.Serializer):
     key = _key_field()
     value = _value_field()
     op = serializers.ChoiceField(choices=FACT_OPS, required=False)
-    version = StrictIntegerField(min_value=1, max_value=BIGINT_MAX, required=False)
+    version = VersionField(required=False)
     hard_commit = StrictBooleanField(required=False, default=False)
     annotate = StrictBooleanField(
         required=False, default=False,
@@ -220,6 +242,10 @@ class ObservationIn(serializers.Serializer):
         help_text="A chat session, kept with the observation and read as its text (one line "
                   "per message: [time] speaker: content); observed_at defaults to the last "
                   "message's time.")
+    extract = StrictBooleanField(
+        required=False, default=False,
+        help_text="With facts: true extracts facts from the text too. Left out, text sent with "
+                  "facts is their evidence only (kept, shown by raw reads, not extracted).")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if (not (attrs.get("text") or "").strip() and not attrs.get("facts")
@@ -246,8 +272,13 @@ class ObservationBatchIn(serializers.Serializer):
 class CellOpIn(serializers.Serializer):
     op = serializers.ChoiceField(choices=OPS)
     value = _value_field()
-    version = StrictIntegerField(min_value=1, max_value=BIGINT_MAX, required=False)
+    version = VersionField(required=False)
     reason = StrictCharField(required=False, allow_blank=True, max_length=2000)
+    metadata = MetadataField(
+        required=False, allow_null=True,
+        help_text="Entries over the metadata the version this creates starts from (the head it "
+                  "displaces, the version it restores); an operation that creates no version "
+                  "(resolve, revoke, reject of an alternative, noop) keeps none")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         return _check_op_args(attrs)

@@ -4,7 +4,9 @@ from django.urls import path
 
 from . import batch_views, cell_views, transfer_views, views
 
-NS = "namespaces/<slug:ns>/"
+# Any name up to the next slash: a name that breaks the rule is refused with it (400), not
+# left to the URL resolver's bare 404.
+NS = "namespaces/<str:ns>/"
 
 urlpatterns = [
     path("whoami/", views.WhoAmIView.as_view(), name="api-whoami"),

@@ -19,6 +19,7 @@ from memory.domain.instants import parse_instant
 from memory.llm.client import client_from_settings
 from memory.selectors import (
     ReadResult,
+    frontier_hybrid_read,
     frontier_read_as_of,
     frontier_read_filtered,
     observation_detail,
@@ -214,9 +215,12 @@ def read_for(namespace: Any, v: dict[str, Any]) -> ReadResult:
         if as_of is not None:
             result = frontier_read_as_of(namespace=namespace, query=v["query"], as_of=as_of,
                                          k=k, disclose=v["disclose"], metadata=v["filter"])
-        else:
+        elif v["mode"] == "frontier_cosine":
             result = frontier_read_filtered(namespace=namespace, query=v["query"],
                                             metadata=v["filter"], k=k, disclose=v["disclose"])
+        else:  # scored as the unfiltered frontier read: one min_score scale
+            result = frontier_hybrid_read(namespace=namespace, query=v["query"], k=k,
+                                          disclose=v["disclose"], metadata=v["filter"])
     else:
         result = reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
                             disclose=v["disclose"], gate=v["gate"], as_of=as_of)

@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("memory", "0016_operation_method_client"),
+        ("memory", "0017_evidence_extract_text"),
     ]
 
     operations = [

@@ -70,8 +70,8 @@ SELECT id, d FROM (
 """
 
 
-def _ranked(namespace: Namespace, literal: str, metadata: Metadata,
-            k: int) -> list[tuple[int, float]]:
+def filtered_candidates(namespace: Namespace, literal: str, metadata: Metadata,
+                        k: int) -> list[tuple[int, float]]:
     """``(cell id, distance)`` of the ``k`` nearest matching heads, exactly."""
     params: dict[str, Any] = {"q": literal, "ns": namespace.pk, "filter": json.dumps(metadata),
                               "k": k, "cap": EXACT_AT_MOST + 1}
@@ -91,13 +91,26 @@ def _ranked(namespace: Namespace, literal: str, metadata: Metadata,
 
 def frontier_read_filtered(*, namespace: Namespace, query: str, metadata: Metadata, k: int = 12,
                            disclose: Iterable[str] = ()) -> ReadResult:
-    """The frontier read (SPEC §7) among the cells whose current version's metadata holds
-    ``metadata``: their top-k by cosine, one line each, in the unfiltered read's form."""
+    """The ``frontier_cosine`` read (SPEC §7) among the cells whose current version's metadata
+    holds ``metadata``: their top-k by cosine, one line each, in the unfiltered read's form
+    (the filtered ``frontier`` read: memory.selectors.recall.frontier_hybrid_read)."""
     literal = vector_literal(query_vector(namespace, query))
     with transaction.atomic():
-        ranked = _ranked(namespace, literal, metadata, k)
-    return frontier_render(namespace=namespace, mode="frontier", disclose=disclose, scored=[
-        (cell_id, {"score": round(1 - distance, 4)}) for cell_id, distance in ranked])
+        ranked = filtered_candidates(namespace, literal, metadata, k)
+    return frontier_render(namespace=namespace, mode="frontier_cosine", disclose=disclose,
+                           scored=[(cell_id, {"score": round(1 - distance, 4)})
+                                   for cell_id, distance in ranked])
+
+
+def heads_matching(*, namespace_id: int, cell_ids: list[int], metadata: Metadata) -> set[int]:
+    """The listed cells whose current version's metadata holds ``metadata``."""
+    if not cell_ids:
+        return set()
+    with connection.cursor() as cur:
+        cur.execute("SELECT c.id FROM memory_cell c JOIN memory_version v ON v.id = c.head_id"
+                    " WHERE c.namespace_id = %s AND c.id = ANY(%s) AND v.metadata @> %s::jsonb",
+                    [namespace_id, cell_ids, json.dumps(metadata)])
+        return {int(row[0]) for row in cur.fetchall()}
 
 
 def with_min_score(result: ReadResult, min_score: float) -> ReadResult:

@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db import transaction
+
+from memory.domain.metadata import Metadata
 from memory.domain.ranking import fuse, lexical_score, query_terms, term_weights
 from memory.models import Namespace
 from memory.services.binding import vector_literal
 from memory.services.lexical import lexical_scores, proposing_words, term_frequencies
 
+from .filtered import filtered_candidates, heads_matching
 from .search import ReadResult, frontier_candidates, frontier_render, query_vector
 
 #: Cells the cosine proposes, per cell asked for (at least :data:`MIN_POOL`): a cell the
@@ -28,12 +32,19 @@ MIN_POOL = 40
 
 
 def frontier_hybrid_read(*, namespace: Namespace, query: str, k: int = 12,
-                         disclose: Iterable[str] = (), fusion: str = "weighted") -> ReadResult:
+                         disclose: Iterable[str] = (), fusion: str = "weighted",
+                         metadata: Metadata | None = None) -> ReadResult:
     """Top-k cells by the fused score, one line each (SPEC §7). ``fusion`` is ``weighted``
-    (the read's) or ``rrf`` (reciprocal rank fusion, measured beside it by the benchmarks)."""
+    (the read's) or ``rrf`` (reciprocal rank fusion, measured beside it by the benchmarks).
+    ``metadata``: among the cells whose current version's metadata holds it, scored alike (a
+    filter narrows the read; it never changes what ``score`` means)."""
     vector = vector_literal(query_vector(namespace, query))
-    semantic = frontier_candidates(namespace_id=namespace.pk, vector=vector,
-                                   k=max(MIN_POOL, POOL_PER_CELL * k))
+    pool = max(MIN_POOL, POOL_PER_CELL * k)
+    if metadata:
+        with transaction.atomic():
+            semantic = filtered_candidates(namespace, vector, metadata, pool)
+    else:
+        semantic = frontier_candidates(namespace_id=namespace.pk, vector=vector, k=pool)
     words = query_terms(query)
     weights: dict[str, float] = {}
     if words:
@@ -43,6 +54,10 @@ def frontier_hybrid_read(*, namespace: Namespace, query: str, k: int = 12,
         rows = lexical_scores(namespace_id=namespace.pk, weights=weights,
                               proposing=proposing_words(frequencies.df),
                               semantic_ids=[i for i, _ in semantic], vector=vector)
+        if metadata:  # the lexical side proposes from the whole namespace
+            kept = heads_matching(namespace_id=namespace.pk, cell_ids=[r[0] for r in rows],
+                                  metadata=metadata)
+            rows = [r for r in rows if r[0] in kept]
         candidates = [(i, None if d is None else 1 - d, lexical_score(m, weights))
                       for i, m, d in rows]
     else:  # no word of the query is held anywhere: the cosine alone ranks

@@ -28,7 +28,7 @@ from memory.domain.render import (
 from memory.llm.embedding import embed_texts
 from memory.models import Cell, Evidence, Namespace, SupportEdge, Version
 from memory.services.binding import vector_literal
-from memory.services.embeddings import namespace_embedder_check
+from memory.services.embeddings import embed_before_read, namespace_embedder_check
 
 from .cells import SNIPPET_SOURCE_CHARS, VECTOR_COLUMNS, cell_summary
 from .history import alternatives as history_alternatives
@@ -60,11 +60,15 @@ RAW_HEADER = "Retrieved observations (most similar first):"
 ORDERED_HEADER = "Retrieved observations in arrival order ([t=N]: larger N is newer):"
 
 
-def query_vector(namespace: Namespace, query: str) -> list[float]:
+def query_vector(namespace: Namespace, query: str, *, observations: bool = False) -> list[float]:
     """The query's embedding, once the namespace's vectors are known to be the same
-    embedder's (memory.services.embeddings.EmbedderMismatch otherwise)."""
+    embedder's (memory.services.embeddings.EmbedderMismatch otherwise) and what its
+    acknowledged commits left to embed is embedded (SPEC §11.1): the cells', or with
+    ``observations`` the committed observations' (the raw reads)."""
     namespace_embedder_check(namespace)
-    return embed_texts([query])[0]
+    vector = embed_texts([query])[0]
+    embed_before_read(namespace_id=namespace.pk, observations=observations)
+    return vector
 
 
 #: HNSW candidate list of the vector reads. Measured by ``pmem_bench perf`` (tie-aware
@@ -259,7 +263,7 @@ def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = F
              as_of: datetime | None = None) -> ReadResult:
     """Top-k evidence by cosine (the retrieval baseline); ``ordered`` tags each line with its
     arrival index ``[t=seq]`` and sorts by it. As of T: the observations committed by T."""
-    vector = query_vector(namespace, query)
+    vector = query_vector(namespace, query, observations=True)
     with transaction.atomic():
         _vector_search_settings()
         found = Evidence.objects.filter(namespace=namespace, embedding__isnull=False)

@@ -13,6 +13,7 @@ from .namespaces import (
     LastAdmin,
     membership_remove,
     membership_set,
+    name_check,
     namespace_create,
 )
 from .observation_batch import BatchIdempotencyConflict, BatchRecorded, observations_record_batch
@@ -53,7 +54,7 @@ __all__ = [
     "Applied", "CellNotFound", "ExtractionFailed", "IdempotencyConflict", "InvalidName", "LastAdmin", "ModelUnavailable",
     "OpInput", "Recorded", "TokenRejected", "audit_record", "cell_erase", "demo_secret",
     "erase_followup", "erase_preview",
-    "membership_remove", "membership_set", "namespace_create", "namespace_drain",
+    "membership_remove", "membership_set", "name_check", "namespace_create", "namespace_drain",
     "observation_commit", "observation_commit_at_once", "observation_extract",
     "observation_fail", "observation_ingest",
     "observation_record", "observation_retry", "observations_ingest", "observations_record",

@@ -224,6 +224,10 @@ def _anything_pending(namespace_id: int) -> bool:
 
 
 def _embed_all_pending(namespace_id: int) -> int:
+    return _embed_cells(namespace_id) + _embed_evidence(namespace_id)
+
+
+def _embed_cells(namespace_id: int) -> int:
     done = 0
     while True:
         with connection.cursor() as cur:
@@ -234,7 +238,7 @@ def _embed_all_pending(namespace_id: int) -> int:
             break
         refreshed, _ = cells_refresh_embeddings(cell_ids=ids)
         done += refreshed
-    return done + _embed_evidence(namespace_id)
+    return done
 
 
 def _embed_evidence(namespace_id: int) -> int:
@@ -257,6 +261,47 @@ def _embed_evidence(namespace_id: int) -> int:
                         " WHERE e.id = v.id AND e.embedding IS NULL",
                         [list(texts), [vector_literal(v) for v in vectors]])
         done += len(texts)
+
+
+# --- before a read ------------------------------------------------------------------------------
+
+# An observation the background pass will embed: committed, without a vector, with a text or a
+# fact that has a value (evidence_text is empty otherwise, and it is never embedded).
+_UNEMBEDDED_EVIDENCE_SQL = """
+SELECT EXISTS (SELECT 1 FROM memory_evidence e
+                WHERE e.namespace_id = %s AND e.embedding IS NULL AND e.state = 'committed'
+                  AND (btrim(e.text) <> '' OR jsonb_path_exists(COALESCE(e.facts, '[]'),
+                       '$[*] ? (@.value != null)')))
+"""
+
+
+_PENDING_CELLS_SQL = ("SELECT EXISTS (SELECT 1 FROM memory_cell"
+                      " WHERE namespace_id = %s AND embed_pending)")
+
+
+def embed_before_read(*, namespace_id: int, observations: bool = False) -> int:
+    """Embed, now, what the namespace's acknowledged commits left for the background pass,
+    before a read ranks by similarity (SPEC §11.1: a read never misses a committed item).
+    ``observations``: the raw reads' rows (committed observations); else the cells.
+
+    The commit stays fast (the vectors still come after it); a read right after a write pays
+    for the few texts still pending, and nothing once the background pass has been — a check
+    of a partial index. It waits for a background pass under way in the namespace (the same
+    advisory lock) rather than embedding beside it. Raises ``EmbeddingError``."""
+    if not getattr(embedder_from_settings(), "deferred", False):
+        return 0
+    with connection.cursor() as cur:  # one indexed EXISTS: all a settled namespace pays
+        cur.execute(_UNEMBEDDED_EVIDENCE_SQL if observations else _PENDING_CELLS_SQL,
+                    [namespace_id])
+        if not cur.fetchone()[0]:
+            return 0
+    with connection.cursor() as cur:
+        cur.execute("SELECT pg_advisory_lock(%s, %s)", [_EMBED_LOCK_CLASS, namespace_id])
+    try:
+        return _embed_evidence(namespace_id) if observations else _embed_cells(namespace_id)
+    finally:
+        with connection.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock(%s, %s)", [_EMBED_LOCK_CLASS, namespace_id])
 
 
 def embed_pending_all() -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from django.db import connection, transaction
 
@@ -33,6 +34,7 @@ def operation_apply(
     evidence: Evidence | None = None,
     reason: str = "",
     explicit: bool = False,
+    metadata: dict[str, Any] | None = None,
 ) -> Applied:
     """Apply one typed operation to one key in its own transaction.
 
@@ -42,7 +44,8 @@ def operation_apply(
     can create it. Otherwise an invalid operation is recorded as a noop with its reason.
     Takes the cell's row lock for the rest of the transaction.
     """
-    item = OpInput(key=key, op=OpType(op), value=value, version_id=version_id, reason=reason)
+    item = OpInput(key=key, op=OpType(op), value=value, version_id=version_id, reason=reason,
+                   payload={"metadata": metadata} if metadata else {})
     with transaction.atomic():
         applied = apply_batch(namespace=namespace, items=[(item, actor)], evidence=evidence,
                               explicit=explicit)[0]

@@ -13,6 +13,10 @@ from memory.models import AuditEntry, Membership, Namespace
 from .tokens import audit_record
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,99}$")
+#: The rule every refusal of a namespace name states (README, "Namespaces").
+NAME_RULE = ("namespace names are 1-100 characters: lower-case ASCII letters, digits, '-' and "
+             "'_', starting with a letter or digit (no '.', '@', upper case or other "
+             "characters: map a user id to such a name, e.g. a hash of it)")
 
 
 class InvalidName(ValueError):
@@ -23,13 +27,17 @@ class LastAdmin(ValueError):
     """The change would leave a namespace that has admins without one."""
 
 
+def name_check(name: str) -> None:
+    """Refuse (:class:`InvalidName`, stating :data:`NAME_RULE`) what cannot name a
+    namespace."""
+    if not NAME_RE.fullmatch(name):
+        raise InvalidName(f"{name!r}: {NAME_RULE}")
+
+
 def namespace_create(*, name: str) -> Namespace:
     """Create the namespace ``name`` if it does not exist; return it either way. A new
     namespace records the configured embedder: its vectors will all be that one's."""
-    if not NAME_RE.match(name):
-        raise InvalidName(
-            "namespace names are 1-100 characters: lower-case letters, digits, '-' and '_'"
-        )
+    name_check(name)
     namespace, _ = Namespace.objects.get_or_create(name=name,
                                                    defaults={"embedder": embedder_id()})
     return namespace

@@ -98,6 +98,7 @@ def observation_record(
     idempotency_key: str | None = None,
     actor: str = "",
     messages: list[dict[str, Any]] | None = None,
+    extract: bool = False,
 ) -> Recorded:
     """Store an observation as evidence with its seq, in one transaction.
 
@@ -112,7 +113,7 @@ def observation_record(
     (:func:`memory.domain.conversation.observation_text`)."""
     key_digest = idempotency_digest(idempotency_key) if idempotency_key else None
     asked = (request_digest(text=text, facts=facts, source=source, observed_at=observed_at,
-                            messages=messages) if key_digest else None)
+                            messages=messages, extract=extract) if key_digest else None)
     with transaction.atomic():
         seq = _take_seqs(namespace, 1)
         if key_digest:
@@ -126,7 +127,7 @@ def observation_record(
         evidence = Evidence.objects.create(
             namespace=namespace, seq=seq, text=text or "", facts=facts, source=source or "",
             observed_at=observed_at, idempotency_key=key_digest, request_digest=asked,
-            actor=actor, messages=messages or None,
+            actor=actor, messages=messages or None, extract_text=extract,
         )
     metrics.OBSERVATIONS_RECORDED.inc()
     return Recorded(evidence, created=True)
@@ -139,16 +140,19 @@ def idempotency_digest(key: str) -> str:
 
 def request_digest(*, text: str, facts: list[dict[str, Any]] | None, source: str,
                    observed_at: datetime | None,
-                   messages: list[dict[str, Any]] | None = None) -> str:
+                   messages: list[dict[str, Any]] | None = None,
+                   extract: bool = False) -> str:
     """The hex SHA-256 of what an observation asks for, as validated: the same request sent
     twice (a retry) digests the same, whatever order its JSON keys came in; the valid time
-    as the instant it names, whatever offset wrote it. ``messages`` count only when given,
-    so a request without them digests as it did before they existed."""
+    as the instant it names, whatever offset wrote it. ``messages`` and ``extract`` count
+    only when given, so a request without them digests as it did before they existed."""
     asked: dict[str, Any] = {
         "text": text or "", "facts": facts or None, "source": source or "",
         "observed_at": observed_at.timestamp() if observed_at is not None else None}
     if messages:
         asked["messages"] = messages
+    if extract:
+        asked["extract"] = True
     canonical = json.dumps(asked, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
@@ -169,7 +173,8 @@ def observations_record(*, namespace: Namespace, observations: list[dict[str, An
             Evidence(namespace=namespace, seq=first + i, text=item.get("text") or "",
                      facts=item.get("facts"), source=item.get("source") or "",
                      observed_at=item.get("observed_at"), actor=actor,
-                     messages=item.get("messages") or None)
+                     messages=item.get("messages") or None,
+                     extract_text=bool(item.get("extract")))
             for i, item in enumerate(observations)])
     metrics.OBSERVATIONS_RECORDED.inc(len(rows))
     return rows
@@ -225,7 +230,9 @@ def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
     ]
     result: dict[str, Any] = {"facts": facts, "extractor": "client" if facts else None,
                               "chat_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
-    if evidence.text.strip():
+    # Text sent with facts is their evidence, not extracted again unless the client asked
+    # (SPEC §5.2): a description beside a reading must not become keys of its own.
+    if evidence.text.strip() and (not facts or evidence.extract_text):
         # The heads the model is shown are looked up only when it is asked at all.
         def heads() -> list[dict[str, Any]]:
             return candidate_heads(evidence.namespace, evidence.text)
@@ -701,6 +708,7 @@ def observation_ingest(
     observed_at: datetime | None = None,
     actor: str = "api:inline",
     messages: list[dict[str, Any]] | None = None,
+    extract: bool = False,
 ) -> Evidence:
     """Record and commit one observation in-process, through the same code the worker runs
     (benchmarks, the demo loader, tests). Earlier unsettled observations commit first.
@@ -711,12 +719,12 @@ def observation_ingest(
     recorded on its own and goes the usual way (so a bug still leaves it stored, failed)."""
     at_once = _ingest_at_once(namespace=namespace, text=text or "", facts=facts,
                               source=source, observed_at=observed_at, actor=actor,
-                              messages=messages)
+                              messages=messages, extract=extract)
     if at_once is not None:
         return at_once
     recorded = observation_record(namespace=namespace, text=text or "", facts=facts,
                                   source=source, observed_at=observed_at, actor=actor,
-                                  messages=messages)
+                                  messages=messages, extract=extract)
     observation_extract(evidence_id=recorded.evidence.pk)
     namespace_drain(namespace_id=namespace.pk)
     return Evidence.objects.get(pk=recorded.evidence.pk)
@@ -727,7 +735,8 @@ def observation_commit_at_once(*, namespace: Namespace, text: str = "",
                                observed_at: datetime | None = None,
                                idempotency_key: str | None = None, actor: str = "",
                                hand_on: Callable[[int], None],
-                               messages: list[dict[str, Any]] | None = None) -> Evidence | None:
+                               messages: list[dict[str, Any]] | None = None,
+                               extract: bool = False) -> Evidence | None:
     """For a caller that waits for the commit anyway (the API's ``wait=1``): record and commit
     the observation in ONE transaction, as :func:`observation_ingest` does, when it can be —
     no model, the namespace's drain free, nothing unsettled ahead, ``idempotency_key`` not
@@ -737,14 +746,15 @@ def observation_commit_at_once(*, namespace: Namespace, text: str = "",
     return _ingest_at_once(namespace=namespace, text=text, facts=facts, source=source,
                            observed_at=observed_at, actor=actor,
                            idempotency_key=idempotency_key, hand_on=hand_on,
-                           messages=messages)
+                           messages=messages, extract=extract)
 
 
 def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, Any]] | None,
                     source: str, observed_at: datetime | None, actor: str,
                     idempotency_key: str | None = None,
                     hand_on: Callable[[int], None] | None = None,
-                    messages: list[dict[str, Any]] | None = None) -> Evidence | None:
+                    messages: list[dict[str, Any]] | None = None,
+                    extract: bool = False) -> Evidence | None:
     """:func:`observation_ingest` in one transaction, or None when it cannot be (a model is
     configured, another drainer holds the namespace, an earlier observation is unsettled,
     the idempotency key was used, or the transaction failed: nothing of it was kept)."""
@@ -756,10 +766,10 @@ def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, An
         evidence = Evidence(
             namespace=namespace, text=text, facts=facts, source=source,
             observed_at=observed_at, actor=actor, idempotency_key=key_digest,
-            messages=messages or None,
+            messages=messages or None, extract_text=extract,
             request_digest=request_digest(text=text, facts=facts, source=source,
-                                          observed_at=observed_at, messages=messages)
-            if key_digest else None)
+                                          observed_at=observed_at, messages=messages,
+                                          extract=extract) if key_digest else None)
         prepared = _prepare(evidence, local=True)  # every vector, before the transaction
 
         def record_and_commit() -> tuple[dict[int, list[Applied]], list[datetime]]:

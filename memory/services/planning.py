@@ -37,6 +37,7 @@ from memory.models import Evidence, Namespace
 
 from .basis import Basis, nearest_keys, proposal_stands, read_basis
 from .batch import Batch
+from .ordinals import UnknownOrdinal, version_reference
 from .overlay import Overlay, snapshot_overlay
 
 log = logging.getLogger("pmem.planning")
@@ -132,6 +133,11 @@ def _plan_round(facts: list[dict[str, Any]], actor: str, overlay: Overlay,
         if fact.get("op"):
             op, reason, raw = OpType(fact["op"]), str(fact.get("reason") or ""), ""
             version, method = fact.get("version"), Method.EXPLICIT
+            try:  # "v3": the key's third version (SPEC §11.5)
+                cell = overlay.cells.get(key)
+                version = version_reference(cell_id=cell.pk if cell else None, version=version)
+            except UnknownOrdinal as unknown:
+                op, reason, version = OpType.NOOP, str(unknown), None
         else:
             ann = annotated[id(fact)]
             op, reason, raw, version = OpType(ann["op"]), ann["reason"], ann["raw"], None

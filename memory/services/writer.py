@@ -98,10 +98,11 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     stored = [r for r in overlay.rows.values() if not r.new and r.dirty]
     _update_versions([r for r in stored if r.status not in HEAD_STATUSES], ids, now)
     grown, ordinals = _number_versions(overlay, new_rows)
+    carried = _carried_metadata(new_rows, ops)
     _insert_versions([
         (ids(r.id), namespace.pk, r.cell_id, r.value, str(r.status), r.valid_from, r.valid_to,
          r.support, op_ids[r.created_by or 0], ids(r.supersedes_id), ids(r.alternative_of_id),
-         now, r.restores_id, _metadata(ops[r.created_by or 0]), ordinal)
+         now, r.restores_id, carried[r.id][1], ordinal, carried[r.id][0])
         for r, ordinal in zip(new_rows, ordinals, strict=True)], now)
     _update_versions([r for r in stored if r.status in HEAD_STATUSES], ids, now)
     _insert("memory_supportedge", _SUPPORT_COLUMNS, [
@@ -201,6 +202,8 @@ _VERSION_COLUMNS = (
     ("support", "int"), ("created_by_id", "bigint"), ("supersedes_id", "bigint"),
     ("alternative_of_id", "bigint"), ("created_at", "timestamptz"), ("restores_id", "bigint"),
     ("metadata", "jsonb"))
+#: Carried with the versions' columns, not stored: the version whose metadata one starts from.
+_BASE_COLUMN = ("base_id", "bigint")
 _SUPPORT_COLUMNS = (("version_id", "bigint"), ("evidence_id", "bigint"),
                     ("operation_id", "bigint"))
 _TOMBSTONE_COLUMNS = (("version_id", "bigint"), ("operation_id", "bigint"),
@@ -242,22 +245,38 @@ def _carry_support(rows: list[tuple[int | None, int, int]]) -> None:
         cur.execute(_CARRY_SQL, [[r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]])
 
 
-def _metadata(op: PendingOp) -> Jsonb | None:
-    """The metadata a version keeps: its fact's (memory.domain.metadata), or none."""
-    metadata = op.payload.get("metadata")
-    return Jsonb(metadata) if metadata else None
+def _carried_metadata(new_rows: list[VersionRow], ops: Sequence[PendingOp],
+                      ) -> dict[int, tuple[int | None, Jsonb | None]]:
+    """Each new version's metadata as ``(stored version it starts from, its own entries)``
+    (SPEC §11.4): it starts from the version it restores, else the head it supersedes or
+    contests, and its fact's metadata overlays that key by key. A base created in this batch
+    is followed back to a stored one, its own entries overlaid on the way (the statement
+    that inserts the versions cannot read the ones it inserts)."""
+    out: dict[int, tuple[int | None, dict[str, Any]]] = {}
+    for row in sorted(new_rows, key=lambda r: -r.id):  # in the order they were created
+        own = ops[row.created_by or 0].payload.get("metadata") or {}
+        base = row.restores_id or row.supersedes_id or row.alternative_of_id
+        if base is not None and base in out:
+            base, inherited = out[base]
+            own = {**inherited, **own}
+        elif base is not None and base < 0:  # a new version not among these: none to carry
+            base = None
+        out[row.id] = (base, own)
+    return {i: (base, Jsonb(own) if own else None) for i, (base, own) in out.items()}
 
 
-# A restoring version keeps the metadata of the one it restores, unless its own fact has some.
-_SELECTED = {"metadata": "COALESCE(u.metadata, (SELECT r.metadata FROM memory_version r"
-                         " WHERE r.id = u.restores_id))"}
+# A new version starts from its base's metadata (_carried_metadata), its own entries over it.
+_SELECTED = {"metadata": "NULLIF(COALESCE((SELECT r.metadata FROM memory_version r"
+                         " WHERE r.id = u.base_id), '{}'::jsonb)"
+                         " || COALESCE(u.metadata, '{}'::jsonb), '{}'::jsonb)"}
 
 # Versions go in with their ordinals (decision 50), numbered by the writer from the locked
 # cells' counts (:func:`_number_versions`); each new version opens its first span.
 _INSERT_VERSIONS_SQL = f"""
 WITH u AS (
-    SELECT * FROM unnest({', '.join(f'%b::{kind}[]' for _, kind in _VERSION_COLUMNS)}, %b::int[])
-        AS u({', '.join(name for name, _ in _VERSION_COLUMNS)}, ordinal)
+    SELECT * FROM unnest({', '.join(f'%b::{kind}[]' for _, kind in _VERSION_COLUMNS)}, %b::int[],
+                         %b::{_BASE_COLUMN[1]}[])
+        AS u({', '.join(name for name, _ in _VERSION_COLUMNS)}, ordinal, {_BASE_COLUMN[0]})
 ), inserted AS (
     INSERT INTO memory_version ({', '.join(name for name, _ in _VERSION_COLUMNS)}, ordinal)
     SELECT {', '.join(_SELECTED.get(name, f"u.{name}") for name, _ in _VERSION_COLUMNS)},

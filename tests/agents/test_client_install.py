@@ -104,3 +104,30 @@ def test_a_python_without_django_installs_it_and_talks_to_the_server(
                          text=True, timeout=120, cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split(None, 2) == [ns.name, "off", "['off', 'on']\n"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.worker
+def test_pip_install_of_the_folder_into_a_fresh_venv_works_as_the_readme_says(
+        tmp_path: Path, api_url: str, agent):
+    """``pip install ./pmem_client`` in a new virtual environment, as a builder types it (its
+    one dependency, httpx2, and the build backend come from the package index)."""
+    source = tmp_path / "checkout" / "pmem_client"
+    shutil.copytree(ROOT / "pmem_client", source,
+                    ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    installed = subprocess.run([python, "-m", "pip", "install", "--quiet", "./pmem_client"],
+                               capture_output=True, text=True, timeout=600,
+                               cwd=source.parent)
+    assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+    ns, token = agent(client="pip")
+    script = ("import sys\nfrom pmem_client import Client\n"
+              "with Client(sys.argv[1], sys.argv[2]) as memory:\n"
+              "    memory.remember(facts=[{'key': 'lamp', 'value': 'on'}])\n"
+              "    print(memory.get_fact('lamp').value)\n")
+    ran = subprocess.run([python, "-I", "-c", script, api_url, token], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.strip() == "on"

@@ -32,9 +32,44 @@ def test_the_types_are_the_served_schemas(client, db):
     assert served.status_code == 200 and '"/api/v1/whoami/"' in served.content.decode()
 
 
+def test_the_shipped_build_is_the_sources_compiled(tmp_path: Path):
+    """dist/ is committed, so that ``npm install ./clients/typescript`` (a link, nothing
+    built) gives a package that imports: it must be what the sources compile to."""
+    out = tmp_path / "dist"
+    done = subprocess.run([str(TSC), "-p", str(PACKAGE), "--outDir", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    built = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    shipped = {p.relative_to(PACKAGE / "dist"): p.read_bytes()
+               for p in (PACKAGE / "dist").rglob("*") if p.is_file()}
+    assert built == shipped, "clients/typescript/dist is stale: run npm run build there"
+
+
+def test_npm_install_of_the_folder_in_a_fresh_project_imports(tmp_path: Path):
+    """The README's line, from a new project: ``npm install <checkout>/clients/typescript``,
+    then ``import { Client } from "pmem-client"`` (no registry: the package has no runtime
+    dependency)."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "package.json").write_text('{"name": "app", "version": "1.0.0", "type": "module"}')
+    npm = shutil.which("npm")
+    assert npm is not None
+    done = subprocess.run([npm, "install", "--offline", "--no-audit", "--no-fund",
+                           str(PACKAGE)], capture_output=True, text=True, timeout=300, cwd=app)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (app / "main.mjs").write_text(
+        'import { Client, NotFound } from "pmem-client";\n'
+        'const c = new Client({ baseUrl: "http://127.0.0.1:9", token: "t" });\n'
+        'console.log(typeof Client, typeof NotFound, typeof c.answer, typeof c.recall);\n')
+    ran = subprocess.run([NODE, "main.mjs"], capture_output=True, text=True, timeout=60,
+                         cwd=app)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["function"] * 4
+
+
 @pytest.fixture(scope="module")
 def package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the package, built (dist/ is not committed: npm run build makes it)."""
+    """A copy of the package, built afresh."""
     copy = tmp_path_factory.mktemp("ts") / "pmem-client"
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("dist", "node_modules"))
     done = subprocess.run([str(TSC), "-p", str(copy)], capture_output=True, text=True,

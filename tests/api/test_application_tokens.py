@@ -48,10 +48,20 @@ def test_whoami_names_the_prefix_and_no_namespace():
     assert (body["namespace"], body["namespace_prefix"]) == ("plain-one", None)
 
 
-def test_the_first_write_creates_the_namespace_and_reads_before_it_are_404():
+def test_the_first_write_creates_the_namespace_and_reads_before_it_see_it_empty():
     api = _client(app_token(Scope.WRITE))
-    assert api.get("/api/v1/namespaces/acme-alice/cells/").status_code == 404
-    assert post(api, "/api/v1/namespaces/acme-alice/read/", {"query": "x"}).status_code == 404
+    listed = api.get("/api/v1/namespaces/acme-alice/cells/")
+    assert listed.status_code == 200 and listed.json()["results"] == []
+    for mode in ("frontier", "frontier_cosine", "raw", "raw_ordered"):
+        read = post(api, "/api/v1/namespaces/acme-alice/read/", {"query": "x", "mode": mode})
+        assert read.status_code == 200 and read.json()["items"] == [], mode
+    filtered = post(api, "/api/v1/namespaces/acme-alice/read/",
+                    {"query": "x", "filter": {"user": "alice"}, "min_score": 0.1})
+    assert filtered.status_code == 200 and filtered.json()["items"] == []
+    missing = api.get("/api/v1/namespaces/acme-alice/cells/food/")  # as in an empty one
+    assert missing.status_code == 404 and "no cell" in missing.json()["error"]
+    log = api.get("/api/v1/namespaces/acme-alice/operations/")
+    assert log.status_code == 200 and log.json()["results"] == []
     assert not Namespace.objects.filter(name="acme-alice").exists()  # reads create nothing
     refused = post(api, "/api/v1/namespaces/acme-alice/observations/", {"text": "   "})
     assert refused.status_code == 400 and refused.json()["field"] == "text"
@@ -118,7 +128,7 @@ def outside(db) -> dict[str, Any]:
     return {"ns": victim.name, "key": "city", "pk": evidence.pk, "namespace": victim}
 
 
-NAMESPACED = [e for e in ENDPOINTS if "<slug:ns>" in e[0]]
+NAMESPACED = [e for e in ENDPOINTS if "<str:ns>" in e[0]]
 
 
 @pytest.mark.parametrize("route,method,view", NAMESPACED,
@@ -206,3 +216,16 @@ def test_pmem_token_refuses_a_prefix_and_a_namespace_together(capsys):
         call_command("pmem_token", "create", "--prefix", "ACME")
     call_command("pmem_token", "create", "--prefix", "acme")
     assert "acme-" in capsys.readouterr().err  # the note: a prefix without its separator
+
+
+@pytest.mark.parametrize("name", ["acme-a.b", "acme-a@b.com", "acme-\u00e5lice", "acme-Bob",
+                                  "acme-" + "x" * 100])
+def test_a_name_outside_the_rule_is_refused_with_the_rule_never_a_bare_404(name):
+    api = _client(app_token(Scope.WRITE))
+    for answer in (remember(api, name, "food", "sushi"),
+                   api.get(f"/api/v1/namespaces/{name}/cells/"),
+                   post(api, f"/api/v1/namespaces/{name}/read/", {"query": "x"})):
+        assert answer.status_code == 400, (name, answer.status_code)
+        assert answer.json()["field"] == "namespace"
+        assert "lower-case ASCII letters, digits, '-' and '_'" in answer.json()["error"]
+    assert not Namespace.objects.filter(name=name).exists()

@@ -37,16 +37,17 @@ def test_metadata_stays_with_the_version_its_fact_created(api, ns, commit_pendin
     remember(api, ns, commit_pending, {"key": "food", "value": "ramen"})
     remember(api, ns, commit_pending, {"key": "food", "value": "ramen",
                                        "metadata": {"user": "other"}})  # support: no version
+    # A version without metadata of its own starts from the head it displaces (SPEC §11.4).
+    first = {"user": "u1", "turn": 3, "sure": True}
     cell = api.get(url(ns, "cells/food/")).json()
-    assert (cell["value"], cell["ordinal"], cell["metadata"]) == ("ramen", 2, None)
+    assert (cell["value"], cell["ordinal"], cell["metadata"]) == ("ramen", 2, first)
     assert [(h["value"], h["ordinal"], h["metadata"]) for h in cell["history"]] == [
-        ("ramen", 2, None), ("sushi", 1, {"user": "u1", "turn": 3, "sure": True})]
+        ("ramen", 2, first), ("sushi", 1, first)]
     page = api.get(url(ns, "cells/food/history/")).json()
-    assert [h["metadata"] for h in page["results"]] == [None, {"user": "u1", "turn": 3,
-                                                               "sure": True}]
+    assert [h["metadata"] for h in page["results"]] == [first, first]
     listed = api.get(url(ns, "cells/")).json()["results"][0]
     assert [(h["ordinal"], h["metadata"] is None) for h in listed["history"]] == [
-        (2, True), (1, False)]
+        (2, False), (1, False)]
 
 
 def test_every_version_id_has_its_ordinal_beside_it(api, ns, commit_pending):
@@ -65,10 +66,10 @@ def test_every_version_id_has_its_ordinal_beside_it(api, ns, commit_pending):
                                                       ("accept", 1)]
     graph = api.get(url(ns, "cells/door/graph/")).json()
     versions = {n["ordinal"]: n["metadata"] for n in graph["nodes"] if n["kind"] == "version"}
-    assert versions == {1: {"by": "a"}, 2: None, 3: None}
+    assert versions == {1: {"by": "a"}, 2: {"by": "a"}, 3: {"by": "a"}}  # carried forward
     assert sorted(n["ordinal"] for n in graph["nodes"] if n["kind"] == "operation") == [1, 2, 3]
     read = post(api, ns, "read/", {"query": "door"}).json()
-    assert [(i["ordinal"], i["metadata"]) for i in read["items"]] == [(2, None)]
+    assert [(i["ordinal"], i["metadata"]) for i in read["items"]] == [(2, {"by": "a"})]
     resolved = post(api, ns, "cells/door/operations/", {"op": "resolve", "value": "ajar"})
     assert resolved.json()["operation"]["ordinal"] == 3
 
@@ -121,9 +122,10 @@ def test_the_frontier_list_filters_by_metadata(api, users):
 
 
 def test_a_filter_follows_the_current_version(api, users, commit_pending):
-    remember(api, users, commit_pending, {"key": "alice_food", "value": "ramen"})
+    remember(api, users, commit_pending, {"key": "alice_food", "value": "ramen",
+                                          "metadata": {"user": "dave"}})
     answer = api.get(url(users, "cells/"), {"filter": json.dumps({"user": "alice"})})
-    assert answer.json()["results"] == []  # the head carries no metadata now
+    assert answer.json()["results"] == []  # the head's own entry overlays the carried one
     read = post(api, users, "read/", {"query": "food", "filter": {"user": "alice"}}).json()
     assert read["items"] == []
 

@@ -61,8 +61,8 @@ ENDPOINTS = api_endpoints()
 def test_the_walk_finds_every_api_endpoint():
     routes = {(route, method) for route, method, _ in ENDPOINTS}
     assert ("api/v1/whoami/", "GET") in routes
-    assert ("api/v1/namespaces/<slug:ns>/cells/<str:key>/", "DELETE") in routes
-    assert ("api/v1/namespaces/<slug:ns>/cells/<str:key>/operations/", "POST") in routes
+    assert ("api/v1/namespaces/<str:ns>/cells/<str:key>/", "DELETE") in routes
+    assert ("api/v1/namespaces/<str:ns>/cells/<str:key>/operations/", "POST") in routes
     assert len(routes) >= 12
 
 
@@ -80,15 +80,15 @@ def test_every_api_endpoint_declares_the_scope_of_each_method(route, method, vie
 #: What CONTRACT requires of the endpoints it names (the walk covers every one, named or not).
 CONTRACT_SCOPES = {
     ("api/v1/whoami/", "GET"): "read",
-    ("api/v1/namespaces/<slug:ns>/observations/", "POST"): "write",
-    ("api/v1/namespaces/<slug:ns>/observations/<int:pk>/", "GET"): "read",
-    ("api/v1/namespaces/<slug:ns>/cells/", "GET"): "read",
-    ("api/v1/namespaces/<slug:ns>/cells/<str:key>/", "GET"): "read",
-    ("api/v1/namespaces/<slug:ns>/cells/<str:key>/", "DELETE"): "review",
-    ("api/v1/namespaces/<slug:ns>/cells/<str:key>/graph/", "GET"): "read",
-    ("api/v1/namespaces/<slug:ns>/cells/<str:key>/operations/", "POST"): "review",
-    ("api/v1/namespaces/<slug:ns>/operations/", "GET"): "read",
-    ("api/v1/namespaces/<slug:ns>/read/", "POST"): "read",
+    ("api/v1/namespaces/<str:ns>/observations/", "POST"): "write",
+    ("api/v1/namespaces/<str:ns>/observations/<int:pk>/", "GET"): "read",
+    ("api/v1/namespaces/<str:ns>/cells/", "GET"): "read",
+    ("api/v1/namespaces/<str:ns>/cells/<str:key>/", "GET"): "read",
+    ("api/v1/namespaces/<str:ns>/cells/<str:key>/", "DELETE"): "review",
+    ("api/v1/namespaces/<str:ns>/cells/<str:key>/graph/", "GET"): "read",
+    ("api/v1/namespaces/<str:ns>/cells/<str:key>/operations/", "POST"): "review",
+    ("api/v1/namespaces/<str:ns>/operations/", "GET"): "read",
+    ("api/v1/namespaces/<str:ns>/read/", "POST"): "read",
 }
 
 
@@ -148,8 +148,8 @@ def test_scope_matrix(route, method, view, ns, world):
 
 
 @pytest.mark.parametrize("route,method,view",
-                         [e for e in ENDPOINTS if "<slug:ns>" in e[0]],
-                         ids=[f"{m} {r}" for r, m, _ in ENDPOINTS if "<slug:ns>" in r])
+                         [e for e in ENDPOINTS if "<str:ns>" in e[0]],
+                         ids=[f"{m} {r}" for r, m, _ in ENDPOINTS if "<str:ns>" in r])
 def test_session_roles_map_to_scopes(route, method, view, ns, world):
     """A person's role counts as a scope: viewer read, reviewer and admin review; a
     non-member gets 404 whatever the method needs."""
@@ -282,7 +282,7 @@ def test_mcp_tools_need_the_scope_of_the_endpoint_they_stand_for():
     from memory.domain.scopes import MCP_TOOL_SCOPES
 
     declared = {(r, m): v.scopes[m].scope for r, m, v in ENDPOINTS}
-    ns_route = "api/v1/namespaces/<slug:ns>/"
+    ns_route = "api/v1/namespaces/<str:ns>/"
     stands_for = {
         "remember": (ns_route + "observations/", "POST"),
         "retract": (ns_route + "observations/", "POST"),  # an explicit-op fact

@@ -149,3 +149,20 @@ def test_an_unreachable_database_answers_503_with_retry_after(django_db_blocker)
     assert health.status_code == 503 and health.json()["database"] != "ok"
     assert health.json()["status"] == "error"
     assert live.status_code == 200
+
+
+@pytest.mark.django_db
+def test_every_family_and_its_known_labels_are_exposed_before_the_first_event(
+        client: Client) -> None:
+    """An alert on a failure rate needs its series before the first failure (the HTTP
+    families count by view: the first scrape is their first request)."""
+    scrape(client)
+    families = scrape(client)
+    for family in (*FAMILIES, "pmem_task_retries", "pmem_http_unavailable"):
+        assert families.get(family), family
+    errors = {labels for _, labels in families["pmem_model_errors"]}
+    for kind in ("extract", "annotate", "answer", "prune", "embed"):
+        for reason in ("timeout", "http_5xx", "unparsable", "no_choices"):
+            assert (("kind", kind), ("reason", reason)) in errors, (kind, reason)
+    causes = {labels for _, labels in families["pmem_task_retries"]}
+    assert {(("cause", c),) for c in ("model", "database", "broker")} <= causes

@@ -164,6 +164,12 @@ class ScriptedLLM(ScriptedServer):
         with self._lock:
             self._faults.extend([(job, fault)] * times)
 
+    def clear_faults(self) -> None:
+        """Drop the faults not served yet (a fault pushed for "every request until told
+        otherwise" instead of a number of tries that depends on how the retries fall)."""
+        with self._lock:
+            self._faults.clear()
+
     def delay(self, job: str, seconds: float) -> None:
         """Delay every answer of ``job`` by ``seconds`` (0 removes the delay)."""
         with self._lock:

@@ -38,8 +38,13 @@ export type HistoryEntry = Schemas["VersionOut"];
 export type HistoryPage = Schemas["HistoryPageOut"];
 export type Operation = Schemas["OperationOut"];
 export type ReadResult = Schemas["ReadOut"];
+export type AnswerResult = Schemas["AnswerOut"];
+export type AnswerMode = Schemas["AnswerInModeEnum"];
 export type EraseReport = Schemas["EraseReportOut"];
 export type Graph = Schemas["GraphOut"];
+/** A version as the API takes it: its id, or the key's own ordinal as `"v3"`. */
+export type VersionRef = number | `v${number}`;
+
 /** A flat object of strings, numbers and booleans kept with the version a fact creates. */
 export type Metadata = Record<string, string | number | boolean>;
 /** A fact to remember: `{ key, value }`, with an `op` to force one, `metadata` to keep,
@@ -446,6 +451,20 @@ export class Client {
       json: body });
   }
 
+  /**
+   * The server's model answers `query` from a read in `mode` (`iterative` too); it needs a
+   * model configured on the server (PMEM_LLM_BASE_URL): Conflict otherwise.
+   */
+  async answer(query: string, options: Scoped & {
+    mode?: AnswerMode; k?: number; disclose?: Disclosure[];
+  } = {}): Promise<AnswerResult> {
+    const body: Record<string, unknown> = { query, mode: options.mode ?? "frontier" };
+    if (options.k !== undefined) body.k = options.k;
+    if (options.disclose !== undefined) body.disclose = options.disclose;
+    return this.#send({ method: "POST", url: `${await this.#nsPath(options.namespace)}answer/`,
+      json: body });
+  }
+
   /** A cell: value, status, alternatives and newest history. Throws NotFound. */
   async getFact(key: string, options: Scoped & { asOf?: string | Date; history?: number } = {}
   ): Promise<Cell> {
@@ -477,12 +496,12 @@ export class Client {
   }
 
   /**
-   * Retract the key's current value (or the non-head `version`): the previous value is
-   * reinstated. Conflict with the reason when invalid in the cell's state; NotFound, with
+   * Retract the key's current value (or the non-head `version`: its id, or the key's own
+   * ordinal as `"v2"`): the previous value is reinstated. Conflict with the reason when invalid in the cell's state; NotFound, with
    * nothing written, when the key has no cell.
    */
   async retract(key: string, reason: string,
-    options: OpOptions & { version?: number } = {}): Promise<OperationResult> {
+    options: OpOptions & { version?: VersionRef } = {}): Promise<OperationResult> {
     return this.#explicit("retract", { key, reason, version: options.version }, options);
   }
 
@@ -494,9 +513,9 @@ export class Client {
       metadata: options.metadata }, options);
   }
 
-  /** Settle a contested cell on `value` (or `version`). */
+  /** Settle a contested cell on `value` (or `version`: its id, or the ordinal as `"v2"`). */
   async resolve(key: string, options: OpOptions & {
-    value?: string; version?: number; reason: string;
+    value?: string; version?: VersionRef; reason: string;
   }): Promise<OperationResult> {
     return this.#explicit("resolve", { key, value: options.value, version: options.version,
       reason: options.reason }, options);
@@ -521,18 +540,23 @@ export class Client {
       metadata: options.metadata }, options);
   }
 
-  /** Undo a retraction or rejection: that version's value is current again (scope review). */
-  async restore(key: string, version: number, options: Scoped & { reason?: string } = {}
+  /**
+   * Undo a retraction or rejection: that version's value (its id, or the key's ordinal as
+   * `"v2"`) is current again (scope review), starting from its metadata, `metadata` over it.
+   */
+  async restore(key: string, version: VersionRef,
+    options: Scoped & { reason?: string; metadata?: Metadata } = {}
   ): Promise<OperationResult> {
     const answer = await this.#send<{ operation: ObservationOperation; cell: Cell | null }>({
       method: "POST", url: `${await this.#cellPath(key, options.namespace)}operations/`,
-      json: { op: "restore", version, ...(options.reason ? { reason: options.reason } : {}) },
+      json: { op: "restore", version, ...(options.reason ? { reason: options.reason } : {}),
+              ...(options.metadata ? { metadata: options.metadata } : {}) },
     });
     return { operation: answer.operation, cell: answer.cell, observation: null };
   }
 
   async #explicit(capability: Capability, fact: {
-    key: string; value?: string; version?: number; reason?: string; metadata?: Metadata;
+    key: string; value?: string; version?: VersionRef; reason?: string; metadata?: Metadata;
   }, options: OpOptions): Promise<OperationResult> {
     const namespace = await this.#ns(options.namespace);
     const needsCell = capability === "retract" || capability === "contest" ||

@@ -419,9 +419,12 @@ export interface components {
         CellOpInRequest: {
             op: components["schemas"]["CellOpInOpEnum"];
             value?: string | null;
-            /** Format: int64 */
-            version?: number;
+            version?: number | string;
             reason?: string;
+            /** @description Entries over the metadata the version this creates starts from (the head it displaces, the version it restores); an operation that creates no version (resolve, revoke, reject of an alternative, noop) keeps none */
+            metadata?: {
+                [key: string]: string | number | boolean;
+            } | null;
         };
         /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
         CellOpOut: {
@@ -602,8 +605,7 @@ export interface components {
             key: string;
             value?: string | null;
             op?: components["schemas"]["FactInOpEnum"];
-            /** Format: int64 */
-            version?: number;
+            version?: number | string;
             /** @default false */
             hard_commit: boolean;
             /**
@@ -753,6 +755,11 @@ export interface components {
             idempotency_key?: string;
             /** @description A chat session, kept with the observation and read as its text (one line per message: [time] speaker: content); observed_at defaults to the last message's time. */
             messages?: components["schemas"]["MessageInRequest"][];
+            /**
+             * @description With facts: true extracts facts from the text too. Left out, text sent with facts is their evidence only (kept, shown by raw reads, not extracted).
+             * @default false
+             */
+            extract: boolean;
         };
         /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
         ObservationOut: {

@@ -20,7 +20,7 @@ from memory.domain.scopes import Scope
 from memory.llm.embedding import embedder_id
 from memory.models import Namespace
 
-from ..namespaces import NAME_RE
+from ..namespaces import NAME_RE, NAME_RULE
 from ..reembed import namespace_terms_write
 from ..tokens import token_create
 from .checking import Checked, check
@@ -42,9 +42,8 @@ class Imported:
 
 def _name(checked: Checked, name: str | None) -> str:
     wanted = name or checked.header["namespace"]
-    if not NAME_RE.match(wanted):
-        raise ImportRefused(0, f"{wanted!r} is not a namespace name: 1-100 characters,"
-                               " lower-case letters, digits, '-' and '_'")
+    if not NAME_RE.fullmatch(wanted):
+        raise ImportRefused(0, f"{wanted!r} is not a namespace name: {NAME_RULE}")
     if Namespace.objects.filter(name=wanted).exists():
         raise ImportRefused(0, f"a namespace named {wanted!r} exists already: import it"
                                " under another name (--as NAME)")

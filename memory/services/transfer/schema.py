@@ -224,7 +224,10 @@ def fields_for(record: Record, version: int) -> tuple[Field, ...]:
 COMPUTED: dict[str, tuple[str, ...]] = {
     "memory_namespace": ("id", "embedder", "reembed"),
     "memory_sourcetrust": ("id", "namespace_id"),
-    "memory_evidence": ("namespace_id", "embedding", "lease_until", "request_digest"),
+    # extract_text steers an extraction not done yet (an exported observation is settled,
+    # or is extracted again on import as the importer's default says).
+    "memory_evidence": ("namespace_id", "embedding", "lease_until", "request_digest",
+                        "extract_text"),
     "memory_cell": ("namespace_id", "embedding", "key_embedding", "vector_stale", "terms",
                     "embed_pending"),
     "memory_keyalias": ("namespace_id",),

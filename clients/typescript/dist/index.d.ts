@@ -1,0 +1,221 @@
+/**
+ * pmem-client: the P-Mem API from TypeScript and JavaScript (Node 20+ and browsers), with
+ * the methods of the Python client (CONTRACT "Framework integrations and clients").
+ *
+ * ```ts
+ * import { Client } from "pmem-client";
+ * const memory = new Client({ baseUrl: "http://127.0.0.1:8000", token });
+ * await memory.remember({ facts: [{ key: "mug_1_location", value: "shelf 2" }] });
+ * (await memory.getFact("mug_1_location")).value; // "shelf 2"
+ * ```
+ *
+ * No runtime dependency: requests go through `fetch`. The result types are generated from the
+ * OpenAPI schema the server serves (`src/schema.ts`).
+ */
+import type { components } from "./schema.js";
+export * from "./errors.js";
+export type { components, paths } from "./schema.js";
+type Schemas = components["schemas"];
+export type Whoami = Schemas["WhoAmIOut"];
+export type Observation = Schemas["ObservationOut"];
+export type ObservationOperation = Schemas["OperationSummaryOut"];
+export type Cell = Schemas["CellOut"];
+export type Alternative = Schemas["AlternativeOut"];
+export type HistoryEntry = Schemas["VersionOut"];
+export type HistoryPage = Schemas["HistoryPageOut"];
+export type Operation = Schemas["OperationOut"];
+export type ReadResult = Schemas["ReadOut"];
+export type AnswerResult = Schemas["AnswerOut"];
+export type AnswerMode = Schemas["AnswerInModeEnum"];
+export type EraseReport = Schemas["EraseReportOut"];
+export type Graph = Schemas["GraphOut"];
+/** A version as the API takes it: its id, or the key's own ordinal as `"v3"`. */
+export type VersionRef = number | `v${number}`;
+/** A flat object of strings, numbers and booleans kept with the version a fact creates. */
+export type Metadata = Record<string, string | number | boolean>;
+/** A fact to remember: `{ key, value }`, with an `op` to force one, `metadata` to keep,
+ * `annotate: true` to have the memory's model decide how it relates to the current value. */
+export type Fact = Omit<Schemas["FactInRequest"], "hard_commit" | "annotate" | "metadata"> & {
+    hard_commit?: boolean;
+    annotate?: boolean;
+    metadata?: Metadata | null;
+};
+export type ReadMode = Schemas["ReadInModeEnum"];
+export type Disclosure = Schemas["DiscloseEnum"];
+/** What `retract`, `contest`, `resolve`, `accept`, `reject` and `restore` give back. */
+export interface OperationResult {
+    operation: ObservationOperation;
+    cell: Cell | null;
+    /** The observation that carried it (null for `restore`, a reviewer's operation). */
+    observation: Observation | null;
+}
+/** How often and how long to retry a 429, a 5xx, a timeout or a broken connection. */
+export interface RetryOptions {
+    /** Every try counted (1: never retry). Default 4. */
+    attempts?: number;
+    /** First backoff in ms, doubled each time (with jitter). Default 250. */
+    backoffMs?: number;
+    maxBackoffMs?: number;
+    /** The longest `Retry-After` honoured, in ms. Default 60000. */
+    maxRetryAfterMs?: number;
+}
+export interface ClientOptions {
+    /** The server's root, e.g. `http://127.0.0.1:8000`. */
+    baseUrl: string;
+    token: string;
+    /**
+     * The namespace calls act on unless they name one; default the token's (asked once from
+     * `whoami`). An application token reaches every namespace of its prefix: name one here or
+     * on each call.
+     */
+    namespace?: string;
+    /** The label writes are signed with (`api:<client>`). */
+    channel?: "api" | "mcp";
+    retry?: RetryOptions;
+    /** One request's time limit. Default 60000 (above the server's 30 s wait). */
+    timeoutMs?: number;
+    /** How long `remember` and the operations poll an observation left pending. */
+    waitTimeoutMs?: number;
+    /** The fetch to use (default the global one). */
+    fetch?: typeof fetch;
+}
+export interface Scoped {
+    /** The namespace of this call (else the client's). */
+    namespace?: string;
+}
+export interface RememberInput extends Scoped {
+    text?: string;
+    facts?: Fact[];
+    source?: string;
+    /** When it was true in the world (ISO-8601 with a zone, or a Date). */
+    observedAt?: string | Date;
+    /** Wait until committed (default true). */
+    wait?: boolean;
+    /** Made per call when left out: the client's retries never store it twice. */
+    idempotencyKey?: string;
+}
+export interface RecallOptions extends Scoped {
+    mode?: ReadMode;
+    k?: number;
+    asOf?: string | Date;
+    disclose?: Disclosure[];
+    /** frontier: only facts whose current version's metadata holds each entry. */
+    filter?: Metadata;
+    /** Drop items scored below this (cosine similarity of query and item, -1 to 1). */
+    minScore?: number;
+}
+export interface OpOptions extends Scoped {
+    idempotencyKey?: string;
+}
+/** The P-Mem API: one method per capability, as the Python client's. */
+export declare class Client {
+    #private;
+    readonly baseUrl: string;
+    readonly waitTimeoutMs: number;
+    constructor(options: ClientOptions);
+    /** The client's namespace, once given or learnt from `whoami`. */
+    get namespace(): string | undefined;
+    /** The token's namespace (or an application token's `namespace_prefix`), scope, client. */
+    whoami(): Promise<Whoami>;
+    /**
+     * Record an observation: `text` and/or `facts`. Waits until it is committed (its
+     * operations say what changed; `facts_found` and `note` say when text yielded nothing)
+     * unless `wait: false`. An application token's first write to a namespace creates it.
+     */
+    remember(input: RememberInput): Promise<Observation>;
+    /** An observation's status and, once committed, its operations. */
+    observation(id: number, options?: Scoped): Promise<Observation>;
+    /**
+     * Read memory for a query (`frontier`: current values; `raw`, `raw_ordered`, `pruned`: the
+     * evidence). `asOf` reads the memory as it was then.
+     */
+    recall(query: string, options?: RecallOptions): Promise<ReadResult>;
+    /**
+     * The server's model answers `query` from a read in `mode` (`iterative` too); it needs a
+     * model configured on the server (PMEM_LLM_BASE_URL): Conflict otherwise.
+     */
+    answer(query: string, options?: Scoped & {
+        mode?: AnswerMode;
+        k?: number;
+        disclose?: Disclosure[];
+    }): Promise<AnswerResult>;
+    /** A cell: value, status, alternatives and newest history. Throws NotFound. */
+    getFact(key: string, options?: Scoped & {
+        asOf?: string | Date;
+        history?: number;
+    }): Promise<Cell>;
+    /** One page of a key's history, newest first; pass `next` as `before`. */
+    factHistory(key: string, options?: Scoped & {
+        limit?: number;
+        before?: string;
+        asOf?: string | Date;
+        search?: string;
+    }): Promise<HistoryPage>;
+    /** Every version of a key, newest first, page by page. */
+    iterHistory(key: string, options?: Scoped & {
+        asOf?: string | Date;
+        pageSize?: number;
+    }): AsyncGenerator<HistoryEntry>;
+    /**
+     * Retract the key's current value (or the non-head `version`: its id, or the key's own
+     * ordinal as `"v2"`): the previous value is reinstated. Conflict with the reason when invalid in the cell's state; NotFound, with
+     * nothing written, when the key has no cell.
+     */
+    retract(key: string, reason: string, options?: OpOptions & {
+        version?: VersionRef;
+    }): Promise<OperationResult>;
+    /** Hold `value` open beside the current one: the cell becomes contested. */
+    contest(key: string, value: string, options?: OpOptions & {
+        reason?: string;
+        metadata?: Metadata;
+    }): Promise<OperationResult>;
+    /** Settle a contested cell on `value` (or `version`: its id, or the ordinal as `"v2"`). */
+    resolve(key: string, options: OpOptions & {
+        value?: string;
+        version?: VersionRef;
+        reason: string;
+    }): Promise<OperationResult>;
+    /** Make `value` current whatever the memory would have decided; the old one is kept. */
+    accept(key: string, value: string, options?: OpOptions & {
+        reason?: string;
+        metadata?: Metadata;
+    }): Promise<OperationResult>;
+    /**
+     * The current value contradicts the world: with `value`, that one replaces it; without,
+     * the previous value is reinstated.
+     */
+    reject(key: string, options: OpOptions & {
+        value?: string;
+        reason: string;
+        metadata?: Metadata;
+    }): Promise<OperationResult>;
+    /**
+     * Undo a retraction or rejection: that version's value (its id, or the key's ordinal as
+     * `"v2"`) is current again (scope review), starting from its metadata, `metadata` over it.
+     */
+    restore(key: string, version: VersionRef, options?: Scoped & {
+        reason?: string;
+        metadata?: Metadata;
+    }): Promise<OperationResult>;
+    /** The operation log, newest first, page by page as you iterate. */
+    operations(options?: Scoped & {
+        key?: string;
+        keyContains?: string;
+        op?: string;
+        actor?: string;
+        source?: string;
+        pageSize?: number;
+    }): AsyncGenerator<Operation>;
+    /** The frontier: every cell (or those with `status`, or matching `filter`), by key. */
+    cells(options?: Scoped & {
+        status?: "active" | "contested" | "empty";
+        search?: string;
+        asOf?: string | Date;
+        filter?: Metadata;
+        pageSize?: number;
+    }): AsyncGenerator<Cell>;
+    /** Privacy erase (SPEC §6): the key and its values are gone for good. */
+    erase(key: string, options?: Scoped & {
+        report?: boolean;
+    }): Promise<EraseReport | null>;
+}
