@@ -158,7 +158,11 @@ def candidate_heads(namespace: Namespace, text: str) -> list[dict[str, Any]]:
                                limit=int(settings.PMEM_EXTRACTION_HEADS))
     if not keys:
         return []
-    views = snapshot_overlay(namespace, keys).head_views(keys)
+    return shown_heads(keys, snapshot_overlay(namespace, keys).head_views(keys))
+
+
+def shown_heads(keys: Sequence[str], views: dict[str, HeadView]) -> list[dict[str, Any]]:
+    """The heads of ``keys`` as extraction is shown them (a key without a value is left out)."""
     shown = []
     for key in keys:
         view = views.get(key)

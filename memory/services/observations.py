@@ -48,12 +48,12 @@ from memory.llm.extraction import extract_text, runs_locally
 from memory.llm.vectors import Vectors, commit_vectors, observation_vectors
 from memory.models import Cell, Evidence, KeyAlias, Namespace
 
-from .basis import candidate_heads
 from .batch import Applied, Batch
 from .binding import pipelined
 from .embeddings import refresh_after_commit
 from .frontier import STALE_COUNT_SQL, frontier_flush_if_due
 from .planning import Ahead, ModelUnavailable, plan_facts, plan_with_model
+from .shown import heads_shown
 from .writer import Settled, mark_committed, notify_settled
 
 if TYPE_CHECKING:
@@ -204,8 +204,10 @@ def extract_facts(evidence: Evidence) -> dict[str, Any]:
     return _extract(evidence)[0]
 
 
-def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
-    """:func:`extract_facts`, and the model's failure when its extraction failed."""
+def _extract(evidence: Evidence, ahead: Sequence[Ahead] = ()) -> tuple[dict[str, Any],
+                                                                      ModelError | None]:
+    """:func:`extract_facts`, and the model's failure when its extraction failed. ``ahead``:
+    earlier observations' plans not committed yet, whose heads extraction is shown."""
     failure: ModelError | None = None
     facts = [
         _fact_dict(f["key"], f.get("value"), op=f.get("op"), version=f.get("version"),
@@ -217,8 +219,8 @@ def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
                               "chat_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
     if evidence.text.strip():
         # The heads the model is shown are looked up only when it is asked at all.
-        extracted = extract_text(evidence.text,
-                                 memory=lambda: candidate_heads(evidence.namespace, evidence.text))
+        extracted = extract_text(evidence.text, memory=lambda: heads_shown(
+            evidence.namespace, evidence.text, ahead))
         result["facts"] = facts + extracted.facts
         result["extractor"] = extracted.extractor if not facts else f"client+{extracted.extractor}"
         result["raw"] = extracted.raw
@@ -276,13 +278,13 @@ def _release_extraction(evidence_id: int) -> None:
         cur.execute("SELECT pg_advisory_unlock(%s::bigint)", [evidence_id])
 
 
-def _extract_claimed(evidence_id: int) -> bool:
+def _extract_claimed(evidence_id: int, ahead: Sequence[Ahead] = ()) -> bool:
     evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
     if evidence.state not in UNSETTLED:
         return False
     if evidence.extracted is not None:
         return True
-    result, failure = _extract(evidence)  # model calls happen here, outside any transaction
+    result, failure = _extract(evidence, ahead)  # model calls: outside any transaction
     costs = {"chat_calls": result["chat_calls"], "prompt_tokens": result["prompt_tokens"],
              "completion_tokens": result["completion_tokens"]}
     unsettled = Evidence.objects.filter(pk=evidence_id, extracted__isnull=True,

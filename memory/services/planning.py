@@ -216,7 +216,7 @@ def _plan_on(namespace: Namespace, facts: list[dict[str, Any]], actor: str,
     read_basis(overlay, written, (), basis, ahead=moved)
     names = sorted(set(written) | {normalize_key(f["key"]) for f in facts})
     if names != written:
-        overlay, moved = _overlay_ahead(namespace, names, ahead)
+        overlay, moved = overlay_ahead(namespace, names, ahead)
         read_basis(overlay, [n for n in names if n not in written], (), basis, ahead=moved)
     if moved and not _reads_heads_only(facts, overlay, moved):
         # Identity moved a fact onto a cell the earlier plans write, and it now needs more
@@ -260,7 +260,7 @@ def _plan_on_ahead(namespace: Namespace, facts: Sequence[dict[str, Any]],
     which a dry run on a snapshot does not hold as the commit will."""
     facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
     written = sorted({normalize_key(f["key"]) for f in facts})
-    overlay, moved = _overlay_ahead(namespace, written, ahead)
+    overlay, moved = overlay_ahead(namespace, written, ahead)
     if not moved or not _reads_heads_only(facts, overlay, moved):
         return None
     return facts, overlay, moved
@@ -279,7 +279,7 @@ def _reads_heads_only(facts: Sequence[dict[str, Any]], overlay: Overlay,
         f.get("assertion") == "withdrawn" and normalize_key(f["key"]) in moved for f in facts)
 
 
-def _overlay_ahead(namespace: Namespace, names: Sequence[str],
+def overlay_ahead(namespace: Namespace, names: Sequence[str],
                    ahead: Sequence[Ahead]) -> tuple[Overlay, frozenset[str]]:
     """The snapshot of ``names``, with the earlier plans' operations on them applied in seq
     order (in memory only), and the names whose cells those operations touched."""
