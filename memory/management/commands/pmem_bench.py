@@ -94,7 +94,11 @@ class Command(BaseCommand):
         parser.add_argument("--observations", type=int, default=40,
                             help="throughput: observations per stream")
         parser.add_argument("--streams", default="distinct,updates,similar",
-                            help="throughput: the streams to run (distinct, updates, similar)")
+                            help="throughput: the streams to run (distinct, updates, similar, "
+                                 "ids, entities)")
+        parser.add_argument("--embedders", default="",
+                            help="throughput: local embedders measured one after the other, "
+                                 "e.g. hashing,minilm (default: --embedder's alone)")
         parser.add_argument("--namespaces", type=_ints, default=(1, 8),
                             help="throughput: namespace counts a stream is split over, e.g. 1,8")
         parser.add_argument("--tree", type=Path, default=None,
@@ -133,6 +137,7 @@ class Command(BaseCommand):
             "observations": options["observations"], "rounds": options["rounds"],
             "streams": [s.strip() for s in options["streams"].split(",") if s.strip()],
             "namespaces": list(options["namespaces"]), "model_url": options["model_url"],
+            "embedders": [e.strip() for e in options["embedders"].split(",") if e.strip()],
             "model": options["model"],
             "tree": str(options["tree"]) if options["tree"] else None}
         for name in ("lengths", "distances", "sizes"):
