@@ -159,6 +159,35 @@ def make_stream(kind: str, n: int, lanes: int = 1, seed: int = 23) -> list[str]:
     return texts
 
 
+def expected_heads(texts: list[str], lanes: int) -> list[dict[str, str]]:
+    """Per namespace, each key's last value: the heads a stream without renamed keys leaves."""
+    heads: list[dict[str, str]] = [{} for _ in range(lanes)]
+    for i, text in enumerate(texts):
+        found = ITEM.match(text.strip())
+        pairs = ([(found.group(1), found.group(2))] if found else
+                 [tuple(line.split(" = ", 1)) for line in text.splitlines()[1:] if " = " in line])
+        heads[i % lanes].update((k, v) for k, v in pairs)
+    return heads
+
+
+def heads_right(namespace_ids: list[int], texts: list[str], stream: str) -> bool | None:
+    """Do the namespaces' heads equal the stream's last values? None for ``similar``, whose
+    keys soft identity may merge."""
+    if stream == "similar":
+        return None
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT c.namespace_id, c.key, v.value FROM memory_cell c"
+                    " JOIN memory_version v ON v.id = c.head_id WHERE c.namespace_id = ANY(%s)",
+                    [namespace_ids])
+        found: dict[int, dict[str, str]] = {}
+        for ns, key, value in cur.fetchall():
+            found.setdefault(int(ns), {})[key] = value
+    want = expected_heads(texts, len(namespace_ids))
+    return all(found.get(ns, {}) == want[i] for i, ns in enumerate(namespace_ids))
+
+
 def repeats(texts: list[str]) -> int:
     """Observations that name a key an earlier observation of the stream named."""
     seen: set[str] = set()
@@ -281,6 +310,7 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
         "evidence_chat_calls_per_obs": round(sum(r[3] for r in rows) / n, 3),
         "evidence_prompt_tokens_per_obs": round(sum(r[4] for r in rows) / n, 1),
         "evidence_completion_tokens_per_obs": round(sum(r[5] for r in rows) / n, 1),
+        "heads_right": heads_right(ids, texts, stream),
         "latency_p50_s": _round(_pct(latencies, 0.5)),
         "latency_p95_s": _round(_pct(latencies, 0.95)),
         "worker_rss_peak_mib": round(stack.peak["worker"] / 2**20, 1),

@@ -111,7 +111,7 @@ COLUMNS = (("extraction/obs", "extraction_per_obs"), ("identity/obs", "identity_
            ("calls/obs (evidence)", "evidence_chat_calls_per_obs"),
            ("prompt tok/obs", "evidence_prompt_tokens_per_obs"),
            ("completion tok/obs", "evidence_completion_tokens_per_obs"),
-           ("p50 s", "latency_p50_s"), ("p95 s", "latency_p95_s"), ("failed", "failed"),
+           ("heads right", "heads_right"), ("p50 s", "latency_p50_s"), ("p95 s", "latency_p95_s"), ("failed", "failed"),
            ("repeats", "repeats"), ("heads shown", "extraction_facts_with_head_shown"),
            ("worker RSS MiB", "worker_rss_peak_mib"), ("most in flight", "server_max_in_flight"))
 

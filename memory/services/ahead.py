@@ -57,7 +57,7 @@ from .observations import (
     retry_leased,
 )
 from .planning import Ahead, ModelUnavailable, PlanAtTurn
-from .shown import from_kept, keep, related_earlier
+from .shown import from_kept, held_back, keep, related_earlier
 from .sweep import observations_unclaimed_elsewhere
 
 log = logging.getLogger("pmem.observations")
@@ -157,7 +157,10 @@ class _Line:
         """The next observations in seq order (the window), each one's extraction started
         unless done or due to a task's retry. Also run while the head is awaited: what
         arrives meanwhile is extracted meanwhile (its task leaves it to this drain)."""
-        line = _next_unsettled(self.namespace_id, self.width)
+        # An observation held back leaves its thread to the next one: the window reaches
+        # that much further (at most twice as far).
+        line = _next_unsettled(self.namespace_id, self.width + min(len(self.deferred),
+                                                                   self.width))
         self.order = [e.pk for e in line]
         self.deferred.clear()
         for index, evidence in enumerate(line):
@@ -341,9 +344,12 @@ def _extracted_elsewhere(evidence_id: int) -> None:
     What goes wrong is left to that namespace's own task: it extracts it again, and its
     retries and time limits apply there. A model that failed here is left alone by this
     process's drains for ``PMEM_SWEEP_EVERY``: they would only add calls to a server in
-    trouble, ahead of the tasks whose retries wait it out."""
+    trouble, ahead of the tasks whose retries wait it out. One that an earlier observation
+    of its namespace, not committed yet, may name a key of is left to its drain, which shows
+    it the heads that one's plan leaves (memory.services.shown)."""
     try:
-        observation_extract(evidence_id=evidence_id)
+        if not held_back(evidence_id, int(settings.PMEM_MODEL_CONCURRENCY)):
+            observation_extract(evidence_id=evidence_id)
     except Exception as exc:
         log.info("extracting evidence %s ahead of its namespace failed: %s", evidence_id, exc)
         with _elsewhere_lock:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from memory.domain import normalize_key
+from memory.domain import UNSETTLED_STATES, normalize_key
 from memory.domain.ranking import query_terms
 from memory.domain.render import key_text
 from memory.models import Evidence, Namespace
@@ -69,6 +69,19 @@ def related_earlier(line: Sequence[Evidence], index: int) -> list[int]:
         if mine & (words[j] if named is None else named):
             related.append(line[j].pk)
     return related
+
+
+def held_back(evidence_id: int, width: int) -> bool:
+    """Should extracting this observation wait for its namespace's drain: may one of the
+    ``width - 1`` unsettled observations before it name one of its keys?"""
+    evidence = Evidence.objects.defer("embedding").filter(pk=evidence_id).first()
+    if evidence is None or evidence.extracted is not None:
+        return False
+    earlier = list(Evidence.objects.defer("embedding").filter(
+        namespace_id=evidence.namespace_id, seq__lt=evidence.seq,
+        state__in=UNSETTLED_STATES).order_by("-seq")[:max(0, width - 1)])
+    line = [*reversed(earlier), evidence]
+    return bool(related_earlier(line, len(line) - 1))
 
 
 def heads_shown(namespace: Namespace, text: str, ahead: Sequence[Ahead]) -> list[dict[str, Any]]:

@@ -137,7 +137,7 @@ class Command(BaseCommand):
             "observations": options["observations"], "rounds": options["rounds"],
             "streams": [s.strip() for s in options["streams"].split(",") if s.strip()],
             "namespaces": list(options["namespaces"]), "model_url": options["model_url"],
-            "embedders": [e.strip() for e in options["embedders"].split(",") if e.strip()],
+            "embedders": _embedders(options["embedders"]),
             "model": options["model"],
             "tree": str(options["tree"]) if options["tree"] else None}
         for name in ("lengths", "distances", "sizes"):
@@ -151,3 +151,13 @@ class Command(BaseCommand):
         table = report.write(config.out, scenario, run_config, results)
         self.stderr.write(f"wrote {config.out / scenario}.{{json,md,png}}")
         return table
+
+
+def _embedders(raw: str) -> list[str]:
+    """``--embedders``: local embedders by name, each known."""
+    names = [e.strip().lower() for e in raw.split(",") if e.strip()]
+    unknown = [n for n in names if n not in ("hashing", "minilm")]
+    if unknown:
+        raise CommandError(f"--embedders: unknown embedder(s) {', '.join(unknown)} "
+                           "(hashing, minilm)")
+    return names
