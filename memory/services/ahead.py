@@ -57,7 +57,7 @@ from .observations import (
     retry_leased,
 )
 from .planning import Ahead, ModelUnavailable, PlanAtTurn
-from .shown import from_kept, held_back, keep, related_earlier
+from .shown import elsewhere, from_kept, keep, related_earlier
 from .sweep import observations_unclaimed_elsewhere
 
 log = logging.getLogger("pmem.observations")
@@ -345,11 +345,12 @@ def _extracted_elsewhere(evidence_id: int) -> None:
     retries and time limits apply there. A model that failed here is left alone by this
     process's drains for ``PMEM_SWEEP_EVERY``: they would only add calls to a server in
     trouble, ahead of the tasks whose retries wait it out. One that an earlier observation
-    of its namespace, not committed yet, may name a key of is left to its drain, which shows
-    it the heads that one's plan leaves (memory.services.shown)."""
+    of its namespace, not committed yet, may name a key of is shown that one's facts as
+    accepted, or left to its drain while that one is not extracted (memory.services.shown)."""
     try:
-        if not held_back(evidence_id, int(settings.PMEM_MODEL_CONCURRENCY)):
-            observation_extract(evidence_id=evidence_id)
+        shown = elsewhere(evidence_id, int(settings.PMEM_MODEL_CONCURRENCY))
+        if shown is not None:
+            observation_extract(evidence_id=evidence_id, ahead=shown)
     except Exception as exc:
         log.info("extracting evidence %s ahead of its namespace failed: %s", evidence_id, exc)
         with _elsewhere_lock:

@@ -242,7 +242,7 @@ def evidence_text(evidence: Evidence) -> str:
     return render.evidence_text(evidence.text, evidence.facts)
 
 
-def observation_extract(*, evidence_id: int) -> bool:
+def observation_extract(*, evidence_id: int, ahead: Sequence[Ahead] = ()) -> bool:
     """Extract once and store the result; returns False when the evidence is already settled
     (or has just failed).
 
@@ -253,13 +253,15 @@ def observation_extract(*, evidence_id: int) -> bool:
     retries, so the task can retry. An answer that came back unusable (unparsable, wrong
     schema, empty) fails the observation at once, its raw answer kept in ``extracted``.
     Concurrent duplicate deliveries call the model once: the first claims the extraction
-    (an advisory lock), the others return at once."""
+    (an advisory lock), the others return at once. ``ahead``: earlier observations' plans
+    (or their facts read as accepted), not committed yet, whose heads extraction is shown
+    (memory.services.shown)."""
     if runs_locally():
         return True  # no model, nothing remote: the drain extracts it inside its commit
     if not _try_claim_extraction(evidence_id):
         return True  # a duplicate delivery is extracting it right now, and drains after
     try:
-        return _extract_claimed(evidence_id)
+        return _extract_claimed(evidence_id, ahead)
     finally:
         _release_extraction(evidence_id)
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 
-from memory.domain import UNSETTLED_STATES, normalize_key
+from memory.domain import SYSTEM_ACTOR, UNSETTLED_STATES, OpInput, OpType, normalize_key
 from memory.domain.ranking import query_terms
 from memory.domain.render import key_text
 from memory.models import Evidence, Namespace
@@ -54,14 +54,14 @@ def _key_words(evidence: Evidence) -> set[str] | None:
 def related_earlier(line: Sequence[Evidence], index: int) -> list[int]:
     """The observations before ``line[index]`` in the window that may name one of its keys:
     an extracted one whose keys hold a distinctive word of its text, one not extracted yet
-    whose text does. A distinctive word is held by at most half the window's observations
-    (or two): a line every observation repeats names no key. None of them when extraction
+    whose text does. A distinctive word is held by at most a quarter of the window's
+    observations (or two): a line or a word many observations repeat names no key. None of them when extraction
     is shown no heads (``PMEM_EXTRACTION_HEADS=0``): then nothing is gained by waiting."""
     if index == 0 or int(settings.PMEM_EXTRACTION_HEADS) <= 0:
         return []
     words = [_words(e) for e in line]
     df = Counter(w for ws in words for w in ws)
-    most = max(2, len(line) // 2)
+    most = max(2, len(line) // 4)
     mine = {w for w in words[index] if df[w] <= most}
     related = []
     for j in range(index):
@@ -71,17 +71,29 @@ def related_earlier(line: Sequence[Evidence], index: int) -> list[int]:
     return related
 
 
-def held_back(evidence_id: int, width: int) -> bool:
-    """Should extracting this observation wait for its namespace's drain: may one of the
-    ``width - 1`` unsettled observations before it name one of its keys?"""
+def elsewhere(evidence_id: int, width: int) -> list[Ahead] | None:
+    """What extracting this observation away from its namespace's drain shows of the keys
+    the ``width - 1`` unsettled observations before it may name: each related one's asserted
+    facts, read as accepted (a guess — its plan decides, and the proposal stands only if the
+    guess was its head). None while a related one is not extracted yet: its drain will see
+    to it."""
     evidence = Evidence.objects.defer("embedding").filter(pk=evidence_id).first()
     if evidence is None or evidence.extracted is not None:
-        return False
+        return []
     earlier = list(Evidence.objects.defer("embedding").filter(
         namespace_id=evidence.namespace_id, seq__lt=evidence.seq,
         state__in=UNSETTLED_STATES).order_by("-seq")[:max(0, width - 1)])
     line = [*reversed(earlier), evidence]
-    return bool(related_earlier(line, len(line) - 1))
+    related = [e for e in line if e.pk in set(related_earlier(line, len(line) - 1))]
+    if any(e.extracted is None for e in related):
+        return None
+    return [(e, [(OpInput(key=normalize_key(str(f["key"])), op=OpType.ACCEPT,
+                          value=str(f["value"])), SYSTEM_ACTOR)
+                 for f in (e.extracted or {}).get("facts") or []
+                 if f.get("value") is not None and not f.get("op")
+                 and (f.get("assertion") or "asserted") == "asserted"
+                 and normalize_key(str(f.get("key") or ""))])
+            for e in related]
 
 
 def heads_shown(namespace: Namespace, text: str, ahead: Sequence[Ahead]) -> list[dict[str, Any]]:
