@@ -10,6 +10,8 @@ observation whose text shares a distinctive word with an earlier one in its wind
 one is planned (:func:`waits_for`), and extraction is then shown the heads as those plans leave
 them (:func:`heads_shown`): the proposal is made on the head its plan will read, and stands
 while that head does (``basis.proposal_stands``; the commit checks the basis as always).
+Extracted away from its drain (:func:`elsewhere`), it is shown the earlier ones' facts as if
+accepted, or left to its drain while one of them is not extracted.
 
 Also here: plans a drain finished after it stopped, kept for the next drain of the process.
 """
