@@ -64,3 +64,23 @@ def test_an_update_behind_an_earlier_update_is_shown_the_value_that_one_plans(mo
     assert _ops(ns)[1:] == [("order_8812_status", "accept", "sent", "model"),
                             ("order_8812_status", "accept", "delivered", "model")]
     assert model.counts["annotation"] == 0
+
+
+def test_extracted_away_from_its_drain_it_is_shown_the_earlier_facts_or_waits_for_them(settings):
+    from memory.services.observations import observations_record
+    from memory.services.shown import elsewhere
+
+    settings.PMEM_EXTRACTION_HEADS = 8
+    ns = Namespace.objects.create(name="elsewhere")
+    first, other, update = observations_record(namespace=ns, observations=[
+        {"text": f"{PREAMBLE}\nk3f2a9c01b7e = shelf 1"},
+        {"text": f"{PREAMBLE}\nk77aa01b2c3d = shelf 2"},
+        {"text": f"{PREAMBLE}\nk3f2a9c01b7e = shelf 3"}])
+
+    assert elsewhere(update.pk, 8) is None  # the earlier one naming its key: not extracted
+    type(first).objects.filter(pk=first.pk).update(extracted={"facts": [
+        {"key": "k3f2a9c01b7e", "value": "shelf 1", "assertion": "asserted"}]})
+    [(earlier, items)] = elsewhere(update.pk, 8)
+    assert earlier.pk == first.pk
+    assert [(i.key, i.op, i.value) for i, _ in items] == [("k3f2a9c01b7e", "accept", "shelf 1")]
+    assert elsewhere(other.pk, 8) == []  # nothing before it names its key
