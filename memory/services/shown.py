@@ -22,6 +22,7 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
@@ -38,10 +39,16 @@ if TYPE_CHECKING:
     from .observations import _Prepared
 
 
-def _words(evidence: Evidence) -> set[str]:
+def _words(evidence: Evidence) -> frozenset[str]:
     """The words an observation may name its keys with: its text's and its client facts'."""
     keys = " ".join(key_text(str(f.get("key") or "")) for f in (evidence.facts or []))
-    return set(query_terms(f"{evidence.text}\n{keys}"))
+    return _terms(f"{evidence.text}\n{keys}")
+
+
+@lru_cache(maxsize=4096)
+def _terms(text: str) -> frozenset[str]:
+    # The drain asks again for the same window's texts each time it tops the window up.
+    return frozenset(query_terms(text))
 
 
 def _key_words(evidence: Evidence) -> set[str] | None:
@@ -49,8 +56,8 @@ def _key_words(evidence: Evidence) -> set[str] | None:
     if evidence.extracted is None:
         return None
     facts = evidence.extracted.get("facts") or []
-    return set(query_terms(" ".join(key_text(normalize_key(str(f.get("key") or "")))
-                                    for f in facts)))
+    return set(_terms(" ".join(key_text(normalize_key(str(f.get("key") or "")))
+                               for f in facts)))
 
 
 def related_earlier(line: Sequence[Evidence], index: int) -> list[int]:
