@@ -15,7 +15,8 @@ schema name, else the first line of the system prompt (:mod:`bench.model_wire`, 
 tests' scripted server shares). Answers are deterministic:
 
 - extraction: every ``key = value`` line of the ``<observation>`` after its first line is a
-  fact ``{key, value, assertion: "asserted"}``. When the request shows a ``<memory>`` block
+  fact ``{key, value, assertion: "asserted"}`` (``Item <id> now shows <value>.``: the one fact
+  ``{<id>, <value>}``). When the request shows a ``<memory>`` block
   (the current heads, ``{"key", "value", "status", ...}``: a JSON list, or one JSON object a
   line), each fact also carries ``op`` (``noop`` when the value equals its key's head, case and spaces aside, else
   ``accept``) and ``old_value`` (the head's value, or null);
@@ -64,6 +65,7 @@ from .model_wire import (
 
 WRITE_JOBS = ("extraction", "annotation", "identity")
 _LINE = re.compile(r"^\s*([^=\n]+?)\s*=\s*(.+?)\s*$")
+_ITEM = re.compile(r"^Item (\S+) now shows (.+?)\.$")  # the ids stream's prose
 
 
 class SlowModel(ScriptedServer):
@@ -199,16 +201,22 @@ def _memory_heads(user: str) -> dict[str, Any] | None:
             if isinstance(h, dict)}
 
 
+def _pairs(text: str) -> list[tuple[str, str]]:
+    """(key, value) of each fact: ``Item <id> now shows <value>.`` (the id is the key), else
+    each ``key = value`` line after the first."""
+    item = _ITEM.match(text.strip())
+    if item:
+        return [(item.group(1), item.group(2))]
+    found = (_LINE.match(line) for line in text.splitlines()[1:])
+    return [(m.group(1), m.group(2)) for m in found if m]
+
+
 def extraction_answer(user: str) -> dict[str, Any]:
     text = tagged(user, "observation") or ""
     heads = _memory_heads(user)
     facts: list[dict[str, Any]] = []
-    for line in text.splitlines()[1:]:
-        found = _LINE.match(line)
-        if not found:
-            continue
-        fact: dict[str, Any] = {"key": found.group(1), "value": found.group(2),
-                                "assertion": "asserted"}
+    for key, value in _pairs(text):
+        fact: dict[str, Any] = {"key": key, "value": value, "assertion": "asserted"}
         if heads is not None:
             old = heads.get(normalize_key(fact["key"]))
             fact["old_value"] = old

@@ -11,7 +11,14 @@ through the API (``wait=0``) to one namespace and then split round-robin over ei
 - ``updates``: the same, but a third of the observations give a new value to a key of an
   observation at least five back (in the same namespace);
 - ``similar``: new keys sharing words with earlier ones (``p3a_home_city`` then ``p3a_city``
-  or ``p3a_city_home``), so soft key identity asks the model.
+  or ``p3a_city_home``), so soft key identity asks the model;
+- ``ids``: prose whose keys look like ids (``Item k3f2a9c01b7e now shows shelf 5.``, the key
+  ``k3f2a9c01b7e``), every third observation updating an earlier key of its namespace (any
+  earlier one, the one just before included);
+- ``entities``: keys the scripted model was not written for — an entity, its number and an
+  attribute (``order_8812_status``, ``ticket_77_assignee``, ``mug_1_location``, LoCoMo's
+  ``caroline_session_4_mood``), many sharing all their words but the number — every third
+  observation updating an earlier key.
 
 Every observation starts with ``They told me this.``, a line the rule extractor does not
 understand, so each one goes to the model. Per stream and namespace count: obs/s (first POST to
@@ -34,6 +41,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import sys
 import time
 import uuid
@@ -47,7 +55,7 @@ from bench.servers import Stack
 from bench.trees import run_in_tree
 
 NAME = "throughput"
-STREAMS = ("distinct", "updates", "similar")
+STREAMS = ("distinct", "updates", "similar", "ids", "entities")
 NAMESPACES = (1, 8)
 FIRST_LINE = "They told me this."
 UPDATE_GAP = 5  # an update names a key of an observation at least this many back
@@ -65,12 +73,60 @@ def _hex(rng: random.Random, prefix: str) -> str:
     return f"{prefix}{rng.getrandbits(28):07x}"
 
 
+#: The entities of the ``entities`` stream: a name, the range of its numbers, its attributes.
+ENTITIES = (("order", (1000, 9999), ("status", "carrier")), ("ticket", (1, 999), ("assignee",)),
+            ("mug", (1, 40), ("location",)), ("room", (100, 450), ("temperature", "occupant")),
+            ("invoice", (10000, 99999), ("total",)), ("caroline_session", (1, 30), ("mood",)),
+            ("device", (1, 2**28), ("firmware",)))
+ITEM = re.compile(r"^Item (\S+) now shows (.+?)\.$")
+
+
+def _updating(kind: str, n: int, lanes: int, seed: int) -> list[str]:
+    """The ``ids`` and ``entities`` streams: one new key per observation, but every third
+    observation gives a new value to an earlier key of its namespace."""
+    rng = random.Random(f"{kind}-{n}-{lanes}-{seed}")
+    keys: list[list[str]] = [[] for _ in range(lanes)]
+    taken: set[str] = set()
+    texts = []
+    for i in range(n):
+        lane = keys[i % lanes]
+        if i % 3 == 2 and lane:
+            key = rng.choice(lane)
+        else:
+            key = ""
+            while not key or key in taken:
+                if kind == "ids":
+                    key = f"k{rng.getrandbits(44):011x}"
+                else:
+                    entity, (lo, hi), attrs = rng.choice(ENTITIES)
+                    number = rng.randint(lo, hi)
+                    key = (f"{entity}_{number:08x}_{rng.choice(attrs)}" if entity == "device" else
+                           f"{entity}_{number}_{rng.choice(attrs)}")
+            taken.add(key)
+            lane.append(key)
+        if kind == "ids":
+            texts.append(f"Item {key} now shows shelf {i + 1}.")
+        else:
+            texts.append(f"{FIRST_LINE}\n{key} = {_hex(rng, 'v')}")
+    return texts
+
+
+def keys_of(text: str) -> list[str]:
+    """The keys an observation of these streams names."""
+    found = ITEM.match(text.strip())
+    if found:
+        return [found.group(1)]
+    return [line.split(" = ", 1)[0] for line in text.splitlines()[1:] if " = " in line]
+
+
 def make_stream(kind: str, n: int, lanes: int = 1, seed: int = 23) -> list[str]:
     """``n`` observation texts of the stream ``kind``; ``lanes`` is the number of namespaces
     it will be split over (round-robin), so that an update or a similar key refers to a key of
     its own namespace."""
     if kind not in STREAMS:
         raise ValueError(f"stream must be one of {STREAMS}")
+    if kind in ("ids", "entities"):
+        return _updating(kind, n, lanes, seed)
     rng = random.Random(f"{kind}-{n}-{lanes}-{seed}")
     keys: list[list[str]] = []  # per observation, the keys it named
     bases: list[tuple[int, str, str, str]] = []  # similar: (observation, subject, word, word)
@@ -103,12 +159,41 @@ def make_stream(kind: str, n: int, lanes: int = 1, seed: int = 23) -> list[str]:
     return texts
 
 
+def expected_heads(texts: list[str], lanes: int) -> list[dict[str, str]]:
+    """Per namespace, each key's last value: the heads a stream without renamed keys leaves."""
+    heads: list[dict[str, str]] = [{} for _ in range(lanes)]
+    for i, text in enumerate(texts):
+        found = ITEM.match(text.strip())
+        pairs = ([(found.group(1), found.group(2))] if found else
+                 [tuple(line.split(" = ", 1)) for line in text.splitlines()[1:] if " = " in line])
+        heads[i % lanes].update((k, v) for k, v in pairs)
+    return heads
+
+
+def heads_right(namespace_ids: list[int], texts: list[str], stream: str) -> bool | None:
+    """Do the namespaces' heads equal the stream's last values? None for ``similar``, whose
+    keys soft identity may merge."""
+    if stream == "similar":
+        return None
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute("SELECT c.namespace_id, c.key, v.value FROM memory_cell c"
+                    " JOIN memory_version v ON v.id = c.head_id WHERE c.namespace_id = ANY(%s)",
+                    [namespace_ids])
+        found: dict[int, dict[str, str]] = {}
+        for ns, key, value in cur.fetchall():
+            found.setdefault(int(ns), {})[key] = value
+    want = expected_heads(texts, len(namespace_ids))
+    return all(found.get(ns, {}) == want[i] for i, ns in enumerate(namespace_ids))
+
+
 def repeats(texts: list[str]) -> int:
     """Observations that name a key an earlier observation of the stream named."""
     seen: set[str] = set()
     count = 0
     for text in texts:
-        keys = {line.split(" = ", 1)[0] for line in text.splitlines()[1:]}
+        keys = set(keys_of(text))
         count += bool(keys & seen)
         seen |= keys
     return count
@@ -217,13 +302,15 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
     latencies = [float(r[2]) - float(r[1]) for r in committed if r[2] is not None]
     row: dict[str, Any] = {
         "stream": stream, "namespaces": lanes, "observations": n,
-        "facts": sum(t.count(" = ") for t in texts), "repeats": repeats(texts),
+        "embedder": params.get("embedder") or os.environ.get("PMEM_EMBEDDER", "minilm"),
+        "facts": sum(len(keys_of(t)) for t in texts), "repeats": repeats(texts),
         "committed": len(committed),
         "failed": sum(r[0] == "failed" for r in rows), "seconds": round(elapsed, 2),
         "obs_per_s": round(n / elapsed, 3),
         "evidence_chat_calls_per_obs": round(sum(r[3] for r in rows) / n, 3),
         "evidence_prompt_tokens_per_obs": round(sum(r[4] for r in rows) / n, 1),
         "evidence_completion_tokens_per_obs": round(sum(r[5] for r in rows) / n, 1),
+        "heads_right": heads_right(ids, texts, stream),
         "latency_p50_s": _round(_pct(latencies, 0.5)),
         "latency_p95_s": _round(_pct(latencies, 0.95)),
         "worker_rss_peak_mib": round(stack.peak["worker"] / 2**20, 1),
@@ -235,6 +322,9 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
             "server_calls_by_job": {
                 job: count - before["counts"].get(job, 0)
                 for job, count in after["counts"].items() if count > before["counts"].get(job, 0)},
+            "calls_per_obs_by_kind": {
+                job: round((after["counts"].get(job, 0) - before["counts"].get(job, 0)) / n, 3)
+                for job in ("extraction", "identity", "annotation")},
             "server_errors_by_job": {
                 job: count - before["errors"].get(job, 0)
                 for job, count in after["errors"].items() if count > before["errors"].get(job, 0)},
@@ -284,26 +374,33 @@ def add_ideal(row: dict[str, Any], *, latency: float, in_flight: int) -> dict[st
 
 
 def measure(params: dict[str, Any], progress: Any = None) -> dict[str, Any]:
-    """Every stream x namespace count through one stack of the tree this runs in."""
-    cells = [(s, k) for s in params["streams"] for k in params["namespaces"]]
-    env = {"PMEM_LLM_BASE_URL": params["model_url"],
-           "PMEM_MODEL_CONCURRENCY": str(params["model_concurrency"]),
-           "PMEM_WORKERS": str(params["workers"])}
-    if params.get("model"):
-        env["PMEM_LLM_MODEL"] = params["model"]
-    stack = Stack(logs=Path(params["logs"]), queue_prefix="pmem-tp", workers=int(params["workers"]),
-                  env=env, ready_timeout=120.0).start()
-    rows = []
-    try:
-        _quiet(params.get("stats_url"))
-        _warm_up(stack, params)
-        for done, (stream, lanes) in enumerate(cells):
-            rows.append(measure_cell(stack, params, stream, lanes))
-            if progress is not None:
-                progress(done + 1, len(cells))
-    finally:
-        stack.stop()
-    return {"tree": str(stack.root), "rows": rows}
+    """Every stream x namespace count through one stack of the tree this runs in, per
+    embedder of ``params["embedders"]`` (a stack each; unset: the environment's)."""
+    embedders = params.get("embedders") or [os.environ.get("PMEM_EMBEDDER", "minilm")]
+    cells = [(e, s, k) for e in embedders for s in params["streams"]
+             for k in params["namespaces"]]
+    rows: list[dict[str, Any]] = []
+    root = ""
+    for embedder in embedders:
+        env = {"PMEM_LLM_BASE_URL": params["model_url"],
+               "PMEM_MODEL_CONCURRENCY": str(params["model_concurrency"]),
+               "PMEM_WORKERS": str(params["workers"]), "PMEM_EMBEDDER": embedder}
+        if params.get("model"):
+            env["PMEM_LLM_MODEL"] = params["model"]
+        stack = Stack(logs=Path(params["logs"]) / embedder, queue_prefix="pmem-tp",
+                      workers=int(params["workers"]), env=env, ready_timeout=120.0).start()
+        root = str(stack.root)
+        mine = {**params, "embedder": embedder}
+        try:
+            _quiet(params.get("stats_url"))
+            _warm_up(stack, mine)
+            for stream, lanes in [(s, k) for e, s, k in cells if e == embedder]:
+                rows.append(measure_cell(stack, mine, stream, lanes))
+                if progress is not None:
+                    progress(len(rows), len(cells))
+        finally:
+            stack.stop()
+    return {"tree": root, "rows": rows}
 
 
 # --- the child: one tree, its own PostgreSQL and Redis -------------------------------------------

@@ -92,11 +92,12 @@ def _rounds(config: Any, options: dict[str, Any]) -> dict[str, list[dict[str, An
 
 
 def _best(measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per stream and namespace count, the round with the most observations per second."""
-    cells: dict[tuple[str, int], dict[str, Any]] = {}
+    """Per stream, namespace count and embedder, the round with the most observations per
+    second."""
+    cells: dict[tuple[str, int, str], dict[str, Any]] = {}
     for one in measured:
         for row in one["rows"]:
-            at = (row["stream"], row["namespaces"])
+            at = (row["stream"], row["namespaces"], str(row.get("embedder", "")))
             if at not in cells or row["obs_per_s"] > cells[at]["obs_per_s"]:
                 cells[at] = row
     return list(cells.values())
@@ -104,18 +105,26 @@ def _best(measured: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # --- the report --------------------------------------------------------------------------------
 
-COLUMNS = (("obs/s", "obs_per_s"), ("latency s", "latency_s"), ("ideal", "ideal_obs_per_s"), ("ratio", "ratio"),
+COLUMNS = (("extraction/obs", "extraction_per_obs"), ("identity/obs", "identity_per_obs"),
+           ("annotation/obs", "annotation_per_obs"), ("obs/s", "obs_per_s"), ("latency s", "latency_s"), ("ideal", "ideal_obs_per_s"), ("ratio", "ratio"),
            ("calls/obs (server)", "server_chat_calls_per_obs"),
            ("calls/obs (evidence)", "evidence_chat_calls_per_obs"),
            ("prompt tok/obs", "evidence_prompt_tokens_per_obs"),
            ("completion tok/obs", "evidence_completion_tokens_per_obs"),
-           ("p50 s", "latency_p50_s"), ("p95 s", "latency_p95_s"), ("failed", "failed"),
+           ("heads right", "heads_right"), ("p50 s", "latency_p50_s"), ("p95 s", "latency_p95_s"), ("failed", "failed"),
            ("repeats", "repeats"), ("heads shown", "extraction_facts_with_head_shown"),
            ("worker RSS MiB", "worker_rss_peak_mib"), ("most in flight", "server_max_in_flight"))
 
 
 def _cell(value: Any) -> str:
     return "—" if value is None else str(value)
+
+
+def _by_kind(row: dict[str, Any]) -> dict[str, Any]:
+    """The row with its chat calls per observation of each kind as columns."""
+    kinds = row.get("calls_per_obs_by_kind") or {}
+    return {**row, **{f"{kind}_per_obs": kinds.get(kind)
+                      for kind in ("extraction", "identity", "annotation")}}
 
 
 def markdown(config: dict[str, Any], results: list[dict[str, Any]]) -> str:
@@ -125,28 +134,33 @@ def markdown(config: dict[str, Any], results: list[dict[str, Any]]) -> str:
              f"PMEM_MODEL_CONCURRENCY={config['model_concurrency']}, "
              f"{config['observations']} observations per stream; model: {config['model_url']}",
              f"this tree: {config['this_tree']}; baseline: {config['baseline'] or '—'}", "",
-             "| stream | namespaces | tree | " + " | ".join(c for c, _ in COLUMNS) + " |",
-             "| --- | --- | --- | " + " | ".join("---" for _ in COLUMNS) + " |"]
+             "| embedder | stream | namespaces | tree | " + " | ".join(c for c, _ in COLUMNS)
+             + " |",
+             "| --- | --- | --- | --- | " + " | ".join("---" for _ in COLUMNS) + " |"]
     order = {t: i for i, t in enumerate(("baseline", THIS))}
-    for row in sorted(results, key=lambda r: (r["stream"], r["namespaces"],
-                                              order.get(r["tree"], 9))):
-        lines.append(f"| {row['stream']} | {row['namespaces']} | {row['tree']} | "
-                     + " | ".join(_cell(row.get(k)) for _, k in COLUMNS) + " |")
+    for row in sorted(results, key=lambda r: (str(r.get("embedder", "")), r["stream"],
+                                              r["namespaces"], order.get(r["tree"], 9))):
+        row = _by_kind(row)
+        lines.append(f"| {row.get('embedder', '—')} | {row['stream']} | {row['namespaces']} | "
+                     f"{row['tree']} | " + " | ".join(_cell(row.get(k)) for _, k in COLUMNS)
+                     + " |")
     speedups = _speedups(results)
     if speedups:
-        lines += ["", "| stream | namespaces | obs/s, this tree / baseline |", "| --- | --- | --- |"]
-        lines += [f"| {s} | {k} | {v} |" for (s, k), v in speedups.items()]
+        lines += ["", "| embedder | stream | namespaces | obs/s, this tree / baseline |",
+                  "| --- | --- | --- | --- |"]
+        lines += [f"| {e} | {s} | {k} | {v} |" for (e, s, k), v in speedups.items()]
     return "\n".join(lines) + "\n"
 
 
-def _speedups(results: list[dict[str, Any]]) -> dict[tuple[str, int], float | None]:
-    by = {(r["tree"], r["stream"], r["namespaces"]): r for r in results}
-    out: dict[tuple[str, int], float | None] = {}
-    for (tree, stream, lanes), row in by.items():
-        base = by.get(("baseline", stream, lanes))
+def _speedups(results: list[dict[str, Any]]) -> dict[tuple[str, str, int], float | None]:
+    by = {(r["tree"], str(r.get("embedder", "")), r["stream"], r["namespaces"]): r
+          for r in results}
+    out: dict[tuple[str, str, int], float | None] = {}
+    for (tree, embedder, stream, lanes), row in by.items():
+        base = by.get(("baseline", embedder, stream, lanes))
         if tree == THIS and base is not None:
-            out[(stream, lanes)] = (round(row["obs_per_s"] / base["obs_per_s"], 2)
-                                    if base["obs_per_s"] else None)
+            out[(embedder, stream, lanes)] = (round(row["obs_per_s"] / base["obs_per_s"], 2)
+                                              if base["obs_per_s"] else None)
     return out
 
 
@@ -160,22 +174,26 @@ def _names(config: dict[str, Any]) -> dict[str, str]:
 
 
 def plot(path: Path, results: list[dict[str, Any]], names: dict[str, str] | None = None) -> None:
+    """Above: obs/s per cell and tree against the ideal (label: their ratio). Below: chat
+    calls per observation by kind (extraction, identity, annotation), stacked."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cells = sorted({(r["stream"], r["namespaces"]) for r in results})
+    cells = sorted({(str(r.get("embedder", "")), r["stream"], r["namespaces"]) for r in results})
     trees = [t for t in ("baseline", THIS) if any(r["tree"] == t for r in results)]
-    by = {(r["tree"], r["stream"], r["namespaces"]): r for r in results}
+    by = {(r["tree"], str(r.get("embedder", "")), r["stream"], r["namespaces"]): r
+          for r in results}
     width = 0.8 / max(len(trees), 1)
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, (ax, calls) = plt.subplots(2, 1, figsize=(max(10, 0.9 * len(cells)), 7.5), sharex=True)
     colours = {"baseline": "#999999", THIS: "#3b7dd8"}
+    kinds = (("extraction", "#3b7dd8"), ("identity", "#e67e22"), ("annotation", "#8e44ad"))
     for t, tree in enumerate(trees):
         xs = [i + (t - (len(trees) - 1) / 2) * width for i in range(len(cells))]
-        rows = [by.get((tree, s, k)) for s, k in cells]
-        ax.bar(xs, [r["obs_per_s"] if r else 0 for r in rows], width, label=f"{(names or {}).get(tree, tree)}: obs/s",
-               color=colours.get(tree))
+        rows = [by.get((tree, *cell)) for cell in cells]
+        ax.bar(xs, [r["obs_per_s"] if r else 0 for r in rows], width,
+               label=f"{(names or {}).get(tree, tree)}: obs/s", color=colours.get(tree))
         ax.scatter(xs, [r["ideal_obs_per_s"] if r and r["ideal_obs_per_s"] else 0 for r in rows],
                    marker="_", s=400, color="#c0392b",
                    label="ideal (in flight / (calls x latency))" if t == 0 else None)
@@ -183,9 +201,24 @@ def plot(path: Path, results: list[dict[str, Any]], names: dict[str, str] | None
             if r and r.get("ratio") is not None:
                 ax.text(x, r["obs_per_s"], f"{r['ratio']:.2f}", ha="center", va="bottom",
                         fontsize=7)
-    ax.set_xticks(range(len(cells)), [f"{s}\n{k} ns" for s, k in cells], fontsize=8)
+        bottom = [0.0] * len(cells)
+        for kind, colour in kinds:
+            heights = [float((r or {}).get("calls_per_obs_by_kind", {}).get(kind) or 0)
+                       for r in rows]
+            calls.bar(xs, heights, width, bottom=bottom, color=colour,
+                      alpha=0.55 if tree == "baseline" else 1.0,
+                      edgecolor="black" if tree == "baseline" else None,
+                      label=f"{kind} ({(names or {}).get(tree, tree)})")
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+        for x, total in zip(xs, bottom, strict=True):
+            if total:
+                calls.text(x, total, f"{total:.2f}", ha="center", va="bottom", fontsize=7)
+    calls.axhline(1.1, color="#c0392b", linewidth=1, linestyle="--")
+    calls.set_xticks(range(len(cells)), [f"{s}\n{k} ns\n{e}" for e, s, k in cells], fontsize=7)
     ax.set_ylabel("observations / s (label: ratio to ideal)")
-    ax.legend(fontsize=8)
+    calls.set_ylabel("chat calls / observation (dashed: 1.1)")
+    ax.legend(fontsize=7)
+    calls.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -253,7 +253,10 @@ PMEM_EMBED_THREADS = env_int("PMEM_EMBED_THREADS", 1)
 # A deferred (local semantic) embedder embeds moved cells and new observations on a background
 # thread of the committing process; off, the drain embeds them right after each commit.
 PMEM_EMBED_ASYNC = env_bool("PMEM_EMBED_ASYNC", True)
-PMEM_IDENTITY_THRESHOLD = env_float("PMEM_IDENTITY_THRESHOLD", 0.72)
+# Soft key identity's gate: unset, the threshold measured for the embedder in use
+# (memory.llm.embedding.identity_threshold; docs/identity.md).
+PMEM_IDENTITY_THRESHOLD: float | None = (env_float("PMEM_IDENTITY_THRESHOLD", 0.0)
+                                         if env_str("PMEM_IDENTITY_THRESHOLD") else None)
 # Server-side prepared statements (the point read, the commit's bulk statements); turn off
 # behind a transaction-pooling PgBouncer (which cannot keep them across transactions).
 PMEM_PREPARED_READS = env_bool("PMEM_PREPARED_READS", True)

@@ -90,6 +90,11 @@ class HashingEmbedder:
 
     name = "hashing"
     deferred = False
+    #: Soft identity's gate for this embedder (docs/identity.md: measured on the labelled
+    #: key pairs, bench/identity_gate.py). Lexical: a paraphrase in other words scores low at
+    #: any threshold, so the gate sits where asking pays most (45% of the paraphrases asked,
+    #: 19% of the different attributes with no id apart).
+    identity_threshold = 0.69
     #: Local and fast (tens of microseconds a text): callers embed where they need a vector
     #: instead of caching vectors in the database (decision 16).
     cheap = True
@@ -160,6 +165,9 @@ class RemoteEmbedder:
 
     cheap = False
     deferred = False
+    #: Unmeasured here (any model may sit behind the endpoint): the paper's gate; measure
+    #: it with bench/identity_gate.py and set PMEM_IDENTITY_THRESHOLD.
+    identity_threshold = 0.72
 
     def __init__(self, client: ModelClient) -> None:
         self.client = client
@@ -193,6 +201,9 @@ class MiniLMEmbedder:
     dim = DEFAULT_DIM
     cheap = False
     deferred = True
+    #: Soft identity's gate for this embedder (docs/identity.md): 95% of the labelled
+    #: paraphrases reach it, 31% of the different attributes with no id apart do.
+    identity_threshold = 0.74
 
     def __init__(self, threads: int = 1) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here asks a hub; say so anyway
@@ -237,6 +248,15 @@ def embedder_from_settings() -> Embedder:
         return _CACHED
 
 
+def identity_threshold() -> float:
+    """The cosine at which soft key identity asks the model: ``PMEM_IDENTITY_THRESHOLD``
+    when set, else the threshold measured for the embedder in use."""
+    configured = conf.settings.PMEM_IDENTITY_THRESHOLD
+    if configured is not None:
+        return float(configured)
+    return float(getattr(embedder_from_settings(), "identity_threshold", 0.72))
+
+
 def reset_embedder_cache() -> None:
     """Forget the cached embedder (tests that change settings)."""
     global _CACHED
@@ -251,6 +271,11 @@ def _forget_embedder(*, setting: str, **_: Any) -> None:
 
 
 setting_changed.connect(_forget_embedder)
+
+
+def build_embedder() -> Embedder:
+    """A new embedder, as the settings now name it (not the process's cached one)."""
+    return _build_embedder()
 
 
 def _build_embedder() -> Embedder:

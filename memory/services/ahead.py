@@ -29,7 +29,6 @@ import logging
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
@@ -58,6 +57,7 @@ from .observations import (
     retry_leased,
 )
 from .planning import Ahead, ModelUnavailable, PlanAtTurn
+from .shown import elsewhere, from_kept, keep, related_earlier
 from .sweep import observations_unclaimed_elsewhere
 
 log = logging.getLogger("pmem.observations")
@@ -67,13 +67,6 @@ log = logging.getLogger("pmem.observations")
 _REPLANS = 3
 #: How often the drain's thread wakes while it waits on the pool.
 _WAKE_S = 0.2
-
-#: Plans finished after the drain that asked for them stopped (its deadline, a time limit):
-#: the next drain of this process takes them instead of asking the model again (the
-#: basis check at the commit still decides whether they hold).
-_KEEP = 256
-_kept: OrderedDict[int, _Prepared] = OrderedDict()
-_kept_lock = threading.Lock()
 
 T = TypeVar("T")
 _pool_lock = threading.Lock()
@@ -151,6 +144,7 @@ class _Line:
         self.extracting: dict[int, Future[Evidence | None]] = {}
         self.extracted: dict[int, Evidence | None] = {}
         self.planning: dict[int, Future[_Prepared | None]] = {}
+        self.deferred: set[int] = set()  # extracted after earlier ones' plans
         self.elsewhere: dict[int, Future[None]] = {}  # other namespaces' extractions
         self.looked_elsewhere = 0.0  # monotonic: when it last looked for them
 
@@ -163,15 +157,25 @@ class _Line:
         """The next observations in seq order (the window), each one's extraction started
         unless done or due to a task's retry. Also run while the head is awaited: what
         arrives meanwhile is extracted meanwhile (its task leaves it to this drain)."""
-        line = _next_unsettled(self.namespace_id, self.width)
+        # An observation held back leaves its thread to the next one: the window reaches
+        # that much further (at most twice as far).
+        line = _next_unsettled(self.namespace_id, self.width + min(len(self.deferred),
+                                                                   self.width))
         self.order = [e.pk for e in line]
-        for evidence in line:
+        self.deferred.clear()
+        for index, evidence in enumerate(line):
             if evidence.pk in self.extracting or evidence.pk in self.extracted:
                 continue
             if evidence.extracted is not None:
                 self.extracted[evidence.pk] = evidence
             elif self.threaded and not retry_leased(evidence):
-                self.extracting[evidence.pk] = self._submit(_extracted, evidence.pk)
+                # Extracted once the earlier ones that may name its keys are planned, shown
+                # the heads their plans leave (memory.services.shown).
+                ahead = self._plans(related_earlier(line, index))
+                if ahead is None:
+                    self.deferred.add(evidence.pk)
+                else:
+                    self.extracting[evidence.pk] = self._submit(_extracted, evidence.pk, ahead)
         if self.threaded:
             self._extract_elsewhere()
         return line
@@ -248,7 +252,7 @@ class _Line:
         for future in [*self._futures(), *self.elsewhere.values()]:
             future.cancel()
         for pk, planned in self.planning.items():
-            planned.add_done_callback(partial(_keep, pk))
+            planned.add_done_callback(partial(keep, pk))
 
     def _futures(self) -> list[Future[Any]]:
         return [*self.extracting.values(), *self.planning.values()]
@@ -272,7 +276,7 @@ class _Line:
             return
         naming: dict[str, list[int]] = {}  # key -> the earlier observations naming it
         for pk in self.order:
-            if pk in self.extracting:
+            if pk in self.extracting or pk in self.deferred:
                 return  # its keys are not known yet: nothing behind it is planned yet
             evidence = self.extracted.get(pk)
             keys = _keys(evidence)
@@ -280,7 +284,7 @@ class _Line:
                 earlier = sorted({e for key in keys for e in naming.get(key, ())})
                 ahead = self._plans(earlier) if not earlier or self._idle() else None
                 if ahead is not None:
-                    self.planning[pk] = _from_kept(pk) or self._submit(_planned, pk, ahead)
+                    self.planning[pk] = from_kept(pk) or self._submit(_planned, pk, ahead)
             for key in keys:
                 naming.setdefault(key, []).append(pk)
 
@@ -304,29 +308,6 @@ class _Line:
         return ahead
 
 
-def _keep(evidence_id: int, done: Future[_Prepared | None]) -> None:
-    if done.cancelled() or done.exception() is not None:
-        return
-    prepared = done.result()
-    if prepared is None:
-        return
-    with _kept_lock:
-        _kept[evidence_id] = prepared
-        while len(_kept) > _KEEP:
-            _kept.popitem(last=False)
-
-
-def _from_kept(evidence_id: int) -> Future[_Prepared | None] | None:
-    """A plan an earlier drain of this process left, as a finished future."""
-    with _kept_lock:
-        prepared = _kept.pop(evidence_id, None)
-    if prepared is None:
-        return None
-    future: Future[_Prepared | None] = Future()
-    future.set_result(prepared)
-    return future
-
-
 def _keys(evidence: Evidence | None) -> set[str]:
     if evidence is None:
         return set()
@@ -334,12 +315,13 @@ def _keys(evidence: Evidence | None) -> set[str]:
     return {normalize_key(str(f.get("key") or "")) for f in facts} - {""}
 
 
-def _extracted(evidence_id: int) -> Evidence | None:
-    """On a thread: extract it (if nobody has) and return it; None once it has settled."""
+def _extracted(evidence_id: int, ahead: Sequence[Ahead] = ()) -> Evidence | None:
+    """On a thread: extract it (if nobody has), shown the heads the earlier plans ``ahead``
+    leave, and return it; None once it has settled."""
     try:
         evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
         if evidence.state in UNSETTLED_STATES and evidence.extracted is None:
-            _extract_waiting(evidence_id)
+            _extract_waiting(evidence_id, ahead)
             evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
         return evidence if evidence.state in UNSETTLED_STATES else None
     finally:
@@ -362,9 +344,13 @@ def _extracted_elsewhere(evidence_id: int) -> None:
     What goes wrong is left to that namespace's own task: it extracts it again, and its
     retries and time limits apply there. A model that failed here is left alone by this
     process's drains for ``PMEM_SWEEP_EVERY``: they would only add calls to a server in
-    trouble, ahead of the tasks whose retries wait it out."""
+    trouble, ahead of the tasks whose retries wait it out. One that an earlier observation
+    of its namespace, not committed yet, may name a key of is shown that one's facts as
+    accepted, or left to its drain while that one is not extracted (memory.services.shown)."""
     try:
-        observation_extract(evidence_id=evidence_id)
+        shown = elsewhere(evidence_id, int(settings.PMEM_MODEL_CONCURRENCY))
+        if shown is not None:
+            observation_extract(evidence_id=evidence_id, ahead=shown)
     except Exception as exc:
         log.info("extracting evidence %s ahead of its namespace failed: %s", evidence_id, exc)
         with _elsewhere_lock:
@@ -402,13 +388,13 @@ def _ready(evidence_id: int, ahead: Sequence[Ahead] = ()) -> _Prepared | None:
     return _prepare(evidence, local=False, ahead=ahead)
 
 
-def _extract_waiting(evidence_id: int) -> None:
+def _extract_waiting(evidence_id: int, ahead: Sequence[Ahead] = ()) -> None:
     """Extract it under its claim, waiting for a task that holds the claim to finish (it
     then finds the extraction stored, and makes no call)."""
     with connection.cursor() as cur:
         cur.execute("SELECT pg_advisory_lock(%s::bigint)", [evidence_id])
     try:
-        _extract_claimed(evidence_id)
+        _extract_claimed(evidence_id, ahead)
     finally:
         with connection.cursor() as cur:
             cur.execute("SELECT pg_advisory_unlock(%s::bigint)", [evidence_id])

@@ -22,7 +22,9 @@ from django.conf import settings
 from django.db import connection
 
 from memory.domain import HeadView, Status, normalize_key, same_value
+from memory.domain.keyrule import same_by_rule
 from memory.domain.ranking import query_terms
+from memory.llm.embedding import identity_threshold
 from memory.models import Namespace
 
 from .lexical import cells_sharing_words
@@ -30,6 +32,10 @@ from .overlay import Overlay, snapshot_overlay
 
 #: What a plan saw of one name: (cell id, head id, HeadView) or None when no cell bore it.
 Seen = tuple[int, int | None, HeadView] | None
+
+#: Of a new key's registered neighbours above the gate: the one soft identity asks the model
+#: about, and the nearest one the deterministic pre-check told apart without it.
+Nearest = tuple[str | None, str | None]
 
 #: Words of an observation looked up for the heads shown to extraction (the rarest matter
 #: most, but a handful of words already finds the keys a short observation names).
@@ -43,12 +49,13 @@ class Basis:
     observations not committed yet will change, what their plans leave of it (compared by
     content: the versions they will write have no ids yet). ``withdrawn``: the version each withdrawn value
     named, by (key, value). ``nearest``: for each new key soft identity looked at, the
-    registered key close enough to ask about (None: none was), and the key's vector."""
+    registered key close enough to ask about and the one the deterministic pre-check told
+    apart (:func:`nearest_keys`), and the key's vector."""
 
     heads: dict[str, Seen] = field(default_factory=dict)
     ahead: dict[str, HeadView] = field(default_factory=dict)
     withdrawn: dict[tuple[str, str], int | None] = field(default_factory=dict)
-    nearest: dict[str, tuple[str | None, list[float]]] = field(default_factory=dict)
+    nearest: dict[str, tuple[Nearest, list[float]]] = field(default_factory=dict)
 
 
 def seen(overlay: Overlay, name: str) -> Seen:
@@ -90,7 +97,7 @@ def basis_holds(namespace: Namespace, basis: Basis) -> bool:
         return False
     if basis.nearest:
         keys = list(basis.nearest)
-        now = nearest_keys(namespace.pk, [basis.nearest[k][1] for k in keys])
+        now = nearest_keys(namespace.pk, [basis.nearest[k][1] for k in keys], keys)
         if any(now[i] != basis.nearest[k][0] for i, k in enumerate(keys)):
             return False
     return True
@@ -99,26 +106,42 @@ def basis_holds(namespace: Namespace, basis: Basis) -> bool:
 _NEAREST_SQL = """
 SELECT u.i, c.key, c.key_embedding <=> u.v
   FROM unnest(%(vectors)s::vector[]) WITH ORDINALITY AS u(v, i)
-  CROSS JOIN LATERAL (SELECT key, key_embedding FROM memory_cell
+  CROSS JOIN LATERAL (SELECT id, key, key_embedding FROM memory_cell
                        WHERE namespace_id = %(ns)s AND key_embedding IS NOT NULL
-                       ORDER BY key_embedding <=> u.v, id LIMIT 1) AS c
+                       ORDER BY key_embedding <=> u.v, id LIMIT %(k)s) AS c
+ ORDER BY u.i, c.key_embedding <=> u.v, c.id
 """
 
+#: Registered keys above the gate looked at per new key: those the rule tells apart are
+#: passed over for the next (a new ``mug_9_location`` among ``mug_1…8_location`` asks
+#: nothing), within a bounded read.
+_NEAREST_LOOKED = 8
 
-def nearest_keys(namespace_id: int, vectors: Sequence[Sequence[float]]) -> list[str | None]:
-    """For each vector, in ONE query, the registered key nearest to it when its cosine
-    similarity reaches ``PMEM_IDENTITY_THRESHOLD`` (soft identity asks about that pair),
-    else None."""
+
+def nearest_keys(namespace_id: int, vectors: Sequence[Sequence[float]],
+                 names: Sequence[str]) -> list[Nearest]:
+    """For each vector (of the new key ``names[i]``), in ONE query: the nearest registered
+    key whose cosine similarity reaches the gate (:func:`identity_threshold`) and that the
+    deterministic pre-check leaves to the model (soft identity asks about that pair), and
+    the nearest one above the gate that the pre-check told apart without it (SPEC §5.3,
+    docs/identity.md). ``(None, None)``: no key is near enough."""
     if not vectors:
         return []
     literals = ["[" + ",".join(f"{float(x):.7g}" for x in v) + "]" for v in vectors]
-    found: list[str | None] = [None] * len(vectors)
-    threshold = float(settings.PMEM_IDENTITY_THRESHOLD)
+    found: list[Nearest] = [(None, None)] * len(vectors)
+    threshold = identity_threshold()
     with connection.cursor() as cur:
-        cur.execute(_NEAREST_SQL, {"vectors": literals, "ns": namespace_id})
+        cur.execute(_NEAREST_SQL, {"vectors": literals, "ns": namespace_id,
+                                   "k": _NEAREST_LOOKED})
         for i, key, distance in cur.fetchall():
-            if 1 - float(distance) >= threshold:
-                found[int(i) - 1] = key
+            index = int(i) - 1
+            asked, ruled = found[index]
+            if asked is not None or 1 - float(distance) < threshold:
+                continue
+            if same_by_rule(names[index], key) is None:
+                found[index] = (key, ruled)
+            elif ruled is None:
+                found[index] = (None, key)
     return found
 
 
@@ -135,7 +158,11 @@ def candidate_heads(namespace: Namespace, text: str) -> list[dict[str, Any]]:
                                limit=int(settings.PMEM_EXTRACTION_HEADS))
     if not keys:
         return []
-    views = snapshot_overlay(namespace, keys).head_views(keys)
+    return shown_heads(keys, snapshot_overlay(namespace, keys).head_views(keys))
+
+
+def shown_heads(keys: Sequence[str], views: dict[str, HeadView]) -> list[dict[str, Any]]:
+    """The heads of ``keys`` as extraction is shown them (a key without a value is left out)."""
     shown = []
     for key in keys:
         view = views.get(key)

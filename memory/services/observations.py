@@ -49,12 +49,12 @@ from memory.llm.extraction import extract_text, runs_locally
 from memory.llm.vectors import Vectors, commit_vectors, observation_vectors
 from memory.models import Cell, Evidence, KeyAlias, Namespace
 
-from .basis import candidate_heads
 from .batch import Applied, Batch
 from .binding import pipelined
 from .embeddings import refresh_after_commit
 from .frontier import STALE_COUNT_SQL, frontier_flush_if_due
 from .planning import Ahead, ModelUnavailable, plan_facts, plan_with_model
+from .shown import heads_shown
 from .writer import Settled, mark_committed, notify_settled
 
 if TYPE_CHECKING:
@@ -219,8 +219,10 @@ def extract_facts(evidence: Evidence) -> dict[str, Any]:
     return _extract(evidence)[0]
 
 
-def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
-    """:func:`extract_facts`, and the model's failure when its extraction failed."""
+def _extract(evidence: Evidence, ahead: Sequence[Ahead] = ()) -> tuple[dict[str, Any],
+                                                                      ModelError | None]:
+    """:func:`extract_facts`, and the model's failure when its extraction failed. ``ahead``:
+    earlier observations' plans not committed yet, whose heads extraction is shown."""
     failure: ModelError | None = None
     facts = [
         _fact_dict(f["key"], f.get("value"), op=f.get("op"), version=f.get("version"),
@@ -235,7 +237,7 @@ def _extract(evidence: Evidence) -> tuple[dict[str, Any], ModelError | None]:
     if evidence.text.strip() and (not facts or evidence.extract_text):
         # The heads the model is shown are looked up only when it is asked at all.
         def heads() -> list[dict[str, Any]]:
-            return candidate_heads(evidence.namespace, evidence.text)
+            return heads_shown(evidence.namespace, evidence.text, ahead)
 
         extracted = (extract_conversation(evidence.text, evidence.messages, memory=heads)
                      if evidence.messages else extract_text(evidence.text, memory=heads))
@@ -262,7 +264,7 @@ def evidence_text(evidence: Evidence) -> str:
     return render.evidence_text(evidence.text, evidence.facts)
 
 
-def observation_extract(*, evidence_id: int) -> bool:
+def observation_extract(*, evidence_id: int, ahead: Sequence[Ahead] = ()) -> bool:
     """Extract once and store the result; returns False when the evidence is already settled
     (or has just failed).
 
@@ -273,13 +275,15 @@ def observation_extract(*, evidence_id: int) -> bool:
     retries, so the task can retry. An answer that came back unusable (unparsable, wrong
     schema, empty) fails the observation at once, its raw answer kept in ``extracted``.
     Concurrent duplicate deliveries call the model once: the first claims the extraction
-    (an advisory lock), the others return at once."""
+    (an advisory lock), the others return at once. ``ahead``: earlier observations' plans
+    (or their facts read as accepted), not committed yet, whose heads extraction is shown
+    (memory.services.shown)."""
     if runs_locally():
         return True  # no model, nothing remote: the drain extracts it inside its commit
     if not _try_claim_extraction(evidence_id):
         return True  # a duplicate delivery is extracting it right now, and drains after
     try:
-        return _extract_claimed(evidence_id)
+        return _extract_claimed(evidence_id, ahead)
     finally:
         _release_extraction(evidence_id)
 
@@ -298,13 +302,13 @@ def _release_extraction(evidence_id: int) -> None:
         cur.execute("SELECT pg_advisory_unlock(%s::bigint)", [evidence_id])
 
 
-def _extract_claimed(evidence_id: int) -> bool:
+def _extract_claimed(evidence_id: int, ahead: Sequence[Ahead] = ()) -> bool:
     evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
     if evidence.state not in UNSETTLED:
         return False
     if evidence.extracted is not None:
         return True
-    result, failure = _extract(evidence)  # model calls happen here, outside any transaction
+    result, failure = _extract(evidence, ahead)  # model calls: outside any transaction
     costs = {"chat_calls": result["chat_calls"], "prompt_tokens": result["prompt_tokens"],
              "completion_tokens": result["completion_tokens"]}
     unsettled = Evidence.objects.filter(pk=evidence_id, extracted__isnull=True,

@@ -222,7 +222,7 @@ def _plan_on(namespace: Namespace, facts: list[dict[str, Any]], actor: str,
     read_basis(overlay, written, (), basis, ahead=moved)
     names = sorted(set(written) | {normalize_key(f["key"]) for f in facts})
     if names != written:
-        overlay, moved = _overlay_ahead(namespace, names, ahead)
+        overlay, moved = overlay_ahead(namespace, names, ahead)
         read_basis(overlay, [n for n in names if n not in written], (), basis, ahead=moved)
     if moved and not _reads_heads_only(facts, overlay, moved):
         # Identity moved a fact onto a cell the earlier plans write, and it now needs more
@@ -266,7 +266,7 @@ def _plan_on_ahead(namespace: Namespace, facts: Sequence[dict[str, Any]],
     which a dry run on a snapshot does not hold as the commit will."""
     facts = [dict(f) for f in facts if normalize_key(str(f.get("key") or ""))]
     written = sorted({normalize_key(f["key"]) for f in facts})
-    overlay, moved = _overlay_ahead(namespace, written, ahead)
+    overlay, moved = overlay_ahead(namespace, written, ahead)
     if not moved or not _reads_heads_only(facts, overlay, moved):
         return None
     return facts, overlay, moved
@@ -285,7 +285,7 @@ def _reads_heads_only(facts: Sequence[dict[str, Any]], overlay: Overlay,
         f.get("assertion") == "withdrawn" and normalize_key(f["key"]) in moved for f in facts)
 
 
-def _overlay_ahead(namespace: Namespace, names: Sequence[str],
+def overlay_ahead(namespace: Namespace, names: Sequence[str],
                    ahead: Sequence[Ahead]) -> tuple[Overlay, frozenset[str]]:
     """The snapshot of ``names``, with the earlier plans' operations on them applied in seq
     order (in memory only), and the names whose cells those operations touched."""
@@ -338,6 +338,9 @@ def _payload(fact: dict[str, Any]) -> dict[str, Any]:
                "hard_commit": bool(fact.get("hard_commit"))}
     if fact.get("alias_of"):
         payload["alias_of"] = fact["alias_of"]  # the name the observation used
+    if fact.get("identity_rule"):  # soft identity's pre-check told it from this key
+        payload["identity"] = {"decided_by": "rule", "same": False,
+                               "compared_with": fact["identity_rule"]}
     if fact.get("metadata"):  # metadata: the writer keeps it with the version this creates
         payload["metadata"] = fact["metadata"]
     return payload
@@ -378,8 +381,8 @@ def _resolve_identities(namespace: Namespace, facts: list[dict[str, Any]],
                         client: ModelClient, plan: Plan, cached: dict[str, str], *,
                         known: set[str], basis: Basis) -> bool:
     """Soft key identity (SPEC §5.3): each new key whose nearest registered key has cosine ≥
-    the threshold is shown, by name only, to the model — every such pair of the observation
-    in ONE call; on 'same' the fact moves to that key and the new name becomes an alias
+    the threshold, and that the deterministic pre-check (memory.domain.keyrule) leaves open,
+    is shown, by name only, to the model — every such pair of the observation in ONE call; on 'same' the fact moves to that key and the new name becomes an alias
     (registered at commit). What it compared with goes into ``basis``. True when a fact
     moved."""
     unknown = list(dict.fromkeys(k for k in (normalize_key(f["key"]) for f in facts)
@@ -389,10 +392,17 @@ def _resolve_identities(namespace: Namespace, facts: list[dict[str, Any]],
     vectors = _key_vectors(unknown, cached, plan)
     if vectors is None:
         return False  # no embedder: exact match only (a fork is recoverable, a wrong merge not)
-    nearest = nearest_keys(namespace.pk, vectors)
+    nearest = nearest_keys(namespace.pk, vectors, unknown)
     for key, near, vec in zip(unknown, nearest, vectors, strict=True):
         basis.nearest[key] = (near, list(vec))
-    pairs = [(key, near) for key, near in zip(unknown, nearest, strict=True) if near is not None]
+    told_apart = {key: ruled for key, (asked, ruled) in zip(unknown, nearest, strict=True)
+                  if asked is None and ruled is not None}
+    for fact in facts:
+        key = normalize_key(fact["key"])
+        if key in told_apart:  # the pre-check decided it: a new key, no model call
+            fact["identity_rule"] = told_apart[key]
+    pairs = [(key, asked) for key, (asked, _) in zip(unknown, nearest, strict=True)
+             if asked is not None]
     if not pairs:
         return False
     verdicts, call = confirm_same_keys(client, pairs)

@@ -13,7 +13,8 @@ import requests
 from django.core.management import call_command
 
 from bench.slow_model import SlowModel, annotation_answer, extraction_answer, identity_answer
-from bench.throughput import FIRST_LINE, UPDATE_GAP, make_stream, repeats
+from bench.throughput import FIRST_LINE, UPDATE_GAP, expected_heads, keys_of, make_stream, repeats
+from memory.domain.keyrule import same_by_rule
 
 
 def _chat(srv: SlowModel, system: str, user: str, schema: str | None = None) -> str:
@@ -110,6 +111,32 @@ def test_streams_have_the_shape_they_are_named_for(lanes):
     assert sum(len(w) == 1 for w in words) > 0  # a word dropped: a near but different key
 
 
+@pytest.mark.parametrize("lanes", [1, 8])
+def test_the_id_and_entity_streams_update_every_third_observation_in_its_namespace(lanes):
+    for kind in ("ids", "entities"):
+        texts = make_stream(kind, 48, lanes)
+        seen: dict[str, int] = {}
+        for i, text in enumerate(texts):
+            [key] = keys_of(text)
+            if i % 3 == 2 and i >= 3 * lanes:
+                assert key in seen and (i - seen[key]) % lanes == 0
+            elif i % 3 != 2:
+                assert key not in seen
+            seen.setdefault(key, i)
+        assert repeats(texts) >= 16 - lanes
+        new = list(dict.fromkeys(keys_of(t)[0] for t in texts))
+        # keys of one kind of entity and attribute are told apart without the model
+        words = {k: {w for w in k.split("_") if not any(c.isdigit() for c in w)} for k in new}
+        assert all(same_by_rule(a, b) is False for a in new for b in new
+                   if a != b and words[a] == words[b])
+    assert make_stream("ids", 3, 1)[0].startswith("Item k")
+    assert extraction_answer("<observation>\nItem k3f2a9c01b7e now shows shelf 5.\n"
+                             "</observation>") == {"facts": [
+        {"key": "k3f2a9c01b7e", "value": "shelf 5", "assertion": "asserted"}]}
+    assert expected_heads(["Item k1 now shows shelf 1.", "Item k1 now shows shelf 2."], 1) == [
+        {"k1": "shelf 2"}]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_throughput_report_counts_every_call_and_commits_every_observation(tmp_path):
     out = StringIO()
@@ -134,3 +161,5 @@ def test_throughput_report_counts_every_call_and_commits_every_observation(tmp_p
         assert row["evidence_prompt_tokens_per_obs"] == row["server_prompt_tokens_per_obs"] > 0
         assert row["latency_p50_s"] <= row["latency_p95_s"]
         assert row["worker_rss_peak_mib"] > 0
+        assert row["heads_right"] is True
+        assert sum(row["calls_per_obs_by_kind"].values()) == pytest.approx(calls, abs=0.01)

@@ -94,7 +94,11 @@ class Command(BaseCommand):
         parser.add_argument("--observations", type=int, default=40,
                             help="throughput: observations per stream")
         parser.add_argument("--streams", default="distinct,updates,similar",
-                            help="throughput: the streams to run (distinct, updates, similar)")
+                            help="throughput: the streams to run (distinct, updates, similar, "
+                                 "ids, entities)")
+        parser.add_argument("--embedders", default="",
+                            help="throughput: local embedders measured one after the other, "
+                                 "e.g. hashing,minilm (default: --embedder's alone)")
         parser.add_argument("--namespaces", type=_ints, default=(1, 8),
                             help="throughput: namespace counts a stream is split over, e.g. 1,8")
         parser.add_argument("--tree", type=Path, default=None,
@@ -139,6 +143,7 @@ class Command(BaseCommand):
             "batch_observations": options["batch_observations"],
             "streams": [s.strip() for s in options["streams"].split(",") if s.strip()],
             "namespaces": list(options["namespaces"]), "model_url": options["model_url"],
+            "embedders": _embedders(options["embedders"]),
             "model": options["model"],
             "tree": str(options["tree"]) if options["tree"] else None}
         for name in ("lengths", "distances", "sizes"):
@@ -152,3 +157,13 @@ class Command(BaseCommand):
         table = report.write(config.out, scenario, run_config, results)
         self.stderr.write(f"wrote {config.out / scenario}.{{json,md,png}}")
         return table
+
+
+def _embedders(raw: str) -> list[str]:
+    """``--embedders``: local embedders by name, each known."""
+    names = [e.strip().lower() for e in raw.split(",") if e.strip()]
+    unknown = [n for n in names if n not in ("hashing", "minilm")]
+    if unknown:
+        raise CommandError(f"--embedders: unknown embedder(s) {', '.join(unknown)} "
+                           "(hashing, minilm)")
+    return names

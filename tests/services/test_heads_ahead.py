@@ -1,0 +1,86 @@
+"""An update of a key that an earlier observation, planned but not committed yet, writes is
+shown that plan's value as the key's head at extraction, so the model's proposal stands and
+no annotation call is made (SPEC §5.5; memory/services/shown.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from memory.llm.client import endpoint_forms
+from memory.models import Namespace, Operation
+from memory.services import observations_ingest
+from tests.support.scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PREAMBLE = "They told me this."  # no rule reads it: the text goes to the model
+
+
+@pytest.fixture
+def model(settings: Any, scripted_llm: ScriptedLLM) -> Iterator[ScriptedLLM]:  # noqa: F811
+    settings.PMEM_LLM_BASE_URL, settings.PMEM_LLM_MODEL = scripted_llm.base_url, "scripted"
+    settings.PMEM_LLM_MAX_RETRIES, settings.PMEM_LLM_TIMEOUT = 0, 10.0
+    scripted_llm.patches = True  # extraction answers each fact as a patch on its head
+    endpoint_forms.clear()
+    yield scripted_llm
+    endpoint_forms.clear()
+
+
+def _told(ns: Namespace, *texts: str) -> None:
+    """Record the texts, then drain them, planned ahead."""
+    observations_ingest(namespace=ns, observations=[{"text": f"{PREAMBLE}\n{t}"} for t in texts])
+
+
+def _ops(ns: Namespace) -> list[tuple[str, str, str, str]]:
+    return list(Operation.objects.filter(namespace=ns).order_by("seq", "id")
+                .values_list("key", "type", "value", "method"))
+
+
+def test_an_update_behind_the_plan_that_creates_its_key_costs_no_annotation(model, settings):
+    settings.PMEM_MODEL_CONCURRENCY = 8
+    model.delay("extraction", 0.2)  # in flight together, were nothing held back
+    ns = Namespace.objects.create(name="created-ahead")
+    _told(ns, "k3f2a9c01b7e = shelf 1", "k77aa01b2c3d = shelf 2", "k3f2a9c01b7e = shelf 3")
+
+    assert _ops(ns) == [("k3f2a9c01b7e", "accept", "shelf 1", "rule"),
+                        ("k77aa01b2c3d", "accept", "shelf 2", "rule"),
+                        ("k3f2a9c01b7e", "accept", "shelf 3", "model")]
+    assert model.counts["annotation"] == 0
+    update = [r for r in model.requests_for("extraction") if "shelf 3" in
+              r.body["messages"][-1]["content"]][0]
+    assert "shelf 1" in update.body["messages"][-1]["content"]  # the planned head, shown
+
+
+def test_an_update_behind_an_earlier_update_is_shown_the_value_that_one_plans(model, settings):
+    settings.PMEM_MODEL_CONCURRENCY = 8
+    ns = Namespace.objects.create(name="updated-ahead")
+    _told(ns, "order_8812_status = packed")
+    model.delay("extraction", 0.2)
+    _told(ns, "order_8812_status = sent", "order_8812_status = delivered")
+
+    assert _ops(ns)[1:] == [("order_8812_status", "accept", "sent", "model"),
+                            ("order_8812_status", "accept", "delivered", "model")]
+    assert model.counts["annotation"] == 0
+
+
+def test_extracted_away_from_its_drain_it_is_shown_the_earlier_facts_or_waits_for_them(settings):
+    from memory.services.observations import observations_record
+    from memory.services.shown import elsewhere
+
+    settings.PMEM_EXTRACTION_HEADS = 8
+    ns = Namespace.objects.create(name="elsewhere")
+    first, other, update = observations_record(namespace=ns, observations=[
+        {"text": f"{PREAMBLE}\nk3f2a9c01b7e = shelf 1"},
+        {"text": f"{PREAMBLE}\nk77aa01b2c3d = shelf 2"},
+        {"text": f"{PREAMBLE}\nk3f2a9c01b7e = shelf 3"}])
+
+    assert elsewhere(update.pk, 8) is None  # the earlier one naming its key: not extracted
+    type(first).objects.filter(pk=first.pk).update(extracted={"facts": [
+        {"key": "k3f2a9c01b7e", "value": "shelf 1", "assertion": "asserted"}]})
+    [(earlier, items)] = elsewhere(update.pk, 8)
+    assert earlier.pk == first.pk
+    assert [(i.key, i.op, i.value) for i, _ in items] == [("k3f2a9c01b7e", "accept", "shelf 1")]
+    assert elsewhere(other.pk, 8) == []  # nothing before it names its key
