@@ -509,3 +509,27 @@ class WhoAmIOut(Out):
         child=serializers.CharField(),
         help_text="the trusted sources a write token may name (any source without a trust "
                   "level too); one alone is the source of writes that name none")
+
+
+# --- namespaces (SPEC §13) ---------------------------------------------------------------------
+
+
+class NamespaceRowOut(Out):
+    name = serializers.CharField()
+    cells = serializers.IntegerField(help_text="how many keys it holds")
+    created_at = serializers.DateTimeField()
+    last_write_at = serializers.DateTimeField(
+        allow_null=True, help_text="its newest observation or operation; null: none yet")
+
+
+class NamespaceListOut(Out):
+    results = NamespaceRowOut(many=True)
+    next = serializers.CharField(allow_null=True)
+
+
+class NamespaceDeletedOut(Out):
+    deleted = serializers.BooleanField()
+    name_digest = serializers.CharField(help_text="hex SHA-256 of the deleted name (the audit's)")
+    counts = serializers.DictField(child=serializers.IntegerField(),
+                                   help_text="cells, versions, operations, observations, "
+                                             "tokens and members it held")

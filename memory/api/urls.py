@@ -2,12 +2,14 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import cell_views, transfer_views, views
+from . import cell_views, namespace_views, transfer_views, views
 
 NS = "namespaces/<slug:ns>/"
 
 urlpatterns = [
     path("whoami/", views.WhoAmIView.as_view(), name="api-whoami"),
+    path("namespaces/", namespace_views.NamespacesView.as_view(), name="api-namespaces"),
+    path(NS, namespace_views.NamespaceDetailView.as_view(), name="api-namespace"),
     path(f"{NS}observations/", views.ObservationsView.as_view(), name="api-observations"),
     path(f"{NS}observations/<int:pk>/", views.ObservationDetailView.as_view(),
          name="api-observation"),

@@ -103,8 +103,9 @@ class ObservationsView(NamespaceView):
         # ``annotate`` kept only when asked for: a request sent before it existed digests
         # the same (idempotency_key replays).
         facts = [{k: f[k] for k in ("key", "value", "op", "version", "hard_commit",
-                                      "reason", "metadata") if k in f}
+                                      "reason", "metadata", "ttl") if k in f}
                  | ({"annotate": True} if f.get("annotate") else {})
+                 | ({"expires_at": f["expires_at"].isoformat()} if "expires_at" in f else {})
                  for f in v.get("facts", [])]
         # SPEC §8: the source is one this caller may claim (403 otherwise, nothing stored).
         source = source_claim(namespace=namespace, token=token_of(request),

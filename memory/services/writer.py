@@ -101,7 +101,8 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     _insert_versions([
         (ids(r.id), namespace.pk, r.cell_id, r.value, str(r.status), r.valid_from, r.valid_to,
          r.support, op_ids[r.created_by or 0], ids(r.supersedes_id), ids(r.alternative_of_id),
-         now, r.restores_id, _metadata(ops[r.created_by or 0]), ordinal)
+         now, r.restores_id, _metadata(ops[r.created_by or 0]),
+         _expiry(ops[r.created_by or 0]), ordinal)
         for r, ordinal in zip(new_rows, ordinals, strict=True)], now)
     _update_versions([r for r in stored if r.status in HEAD_STATUSES], ids, now)
     _insert("memory_supportedge", _SUPPORT_COLUMNS, [
@@ -200,7 +201,7 @@ _VERSION_COLUMNS = (
     ("status", "varchar"), ("valid_from", "timestamptz"), ("valid_to", "timestamptz"),
     ("support", "int"), ("created_by_id", "bigint"), ("supersedes_id", "bigint"),
     ("alternative_of_id", "bigint"), ("created_at", "timestamptz"), ("restores_id", "bigint"),
-    ("metadata", "jsonb"))
+    ("metadata", "jsonb"), ("expires_at", "timestamptz"))
 _SUPPORT_COLUMNS = (("version_id", "bigint"), ("evidence_id", "bigint"),
                     ("operation_id", "bigint"))
 _TOMBSTONE_COLUMNS = (("version_id", "bigint"), ("operation_id", "bigint"),
@@ -246,6 +247,12 @@ def _metadata(op: PendingOp) -> Jsonb | None:
     """The metadata a version keeps: its fact's (memory.domain.metadata), or none."""
     metadata = op.payload.get("metadata")
     return Jsonb(metadata) if metadata else None
+
+
+def _expiry(op: PendingOp) -> datetime | None:
+    """When the version expires (SPEC §13): its fact's ``expires_at``, or never."""
+    raw = op.payload.get("expires_at")
+    return datetime.fromisoformat(raw) if raw else None
 
 
 # A restoring version keeps the metadata of the one it restores, unless its own fact has some.

@@ -58,7 +58,10 @@ def _snapshot() -> Iterator[None]:
 
 #: Whether a namespace holds anything a format version added (none: an older reader's file).
 _NEEDS = {2: "SELECT EXISTS (SELECT 1 FROM memory_version WHERE namespace_id = %(ns)s"
-             " AND metadata IS NOT NULL)"}
+             " AND metadata IS NOT NULL)",
+          # facts that expire (SPEC §13), and with them the ``expired`` status and ``expire``
+          3: "SELECT EXISTS (SELECT 1 FROM memory_version WHERE namespace_id = %(ns)s"
+             " AND expires_at IS NOT NULL)"}
 assert sorted(_NEEDS) == list(range(2, VERSION + 1)), "say what each format version needs"
 
 
