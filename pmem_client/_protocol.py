@@ -24,6 +24,7 @@ from .types import (
     EraseReport,
     HistoryEntry,
     HistoryPage,
+    NamespaceDeleted,
     Observation,
     ObservationOperation,
     Operation,
@@ -190,6 +191,19 @@ def observe(namespace: str, *, text: str | None, facts: list[dict[str, Any]] | N
     return Observation.from_json(reply.body)
 
 
+def with_expiry(facts: list[dict[str, Any]] | None, ttl: int | None,
+                expires_at: str | datetime | None) -> list[dict[str, Any]] | None:
+    """Each fact with ``ttl`` (seconds) or ``expires_at`` unless it carries its own expiry."""
+    if ttl is None and expires_at is None:
+        return facts
+    if ttl is not None and expires_at is not None:
+        raise ValueError("give ttl or expires_at, not both")
+    if not facts:
+        raise ValueError("ttl and expires_at apply to facts: pass facts=[...]")
+    extra = {"ttl": int(ttl)} if ttl is not None else {"expires_at": _as_of(expires_at)}
+    return [f if ("ttl" in f or "expires_at" in f) else {**f, **extra} for f in facts]
+
+
 def remember(namespace: str, *, text: str | None, facts: list[dict[str, Any]] | None,
              source: str | None, observed_at: str | datetime | None, wait: bool,
              idempotency_key: str, wait_timeout: float) -> Steps[Observation]:
@@ -350,6 +364,28 @@ def restore(namespace: str, key: str, *, version: int,
     cell = reply.body.get("cell")
     return OperationResult(operation=ObservationOperation.from_json(reply.body["operation"]),
                            cell=Cell.from_json(cell) if cell else None, observation=None)
+
+
+def delete_namespace(namespace: str, *, report: bool) -> Steps[NamespaceDeleted | None]:
+    reply = yield Call("DELETE", _ns(namespace), params={"report": "1"} if report else None)
+    if report and isinstance(reply.body, dict):
+        return NamespaceDeleted.from_json(reply.body)
+    return None
+
+
+def export(namespace: str) -> Steps[str]:
+    """The namespace as NDJSON (what ``pmem_import`` reads), as one string."""
+    reply = yield Call("GET", f"{_ns(namespace)}export/")
+    body = reply.body
+    if isinstance(body, dict | list):  # a one-line document parsed as JSON
+        import json
+
+        return json.dumps(body) + "\n"
+    return str(body or "")
+
+
+def namespaces_call(*, limit: int | None) -> Call:
+    return Call("GET", f"{API}namespaces/", params=_params(limit=limit))
 
 
 def erase(namespace: str, key: str, *, report: bool) -> Steps[EraseReport | None]:

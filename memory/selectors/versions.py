@@ -248,11 +248,13 @@ def history_rows(*, cell: Cell) -> Iterator[tuple[Any, ...]]:
             .iterator(chunk_size=EXPORT_CHUNK))
 
 
-def version_details(ids: Iterable[int | None]) -> dict[int, tuple[int, Metadata | None]]:
-    """``id -> (ordinal, metadata)`` of the versions named (ids of no version are left out).
-    One statement on the primary key."""
+def version_details(ids: Iterable[int | None],
+                    ) -> dict[int, tuple[int, Metadata | None, datetime | None]]:
+    """``id -> (ordinal, metadata, expires_at)`` of the versions named (ids of no version are
+    left out). One statement on the primary key."""
     wanted = sorted({i for i in ids if isinstance(i, int)})
     if not wanted:
         return {}
-    return {vid: (ordinal, metadata) for vid, ordinal, metadata in
-            Version.objects.filter(pk__in=wanted).values_list("id", "ordinal", "metadata")}
+    return {vid: (ordinal, metadata, expires_at) for vid, ordinal, metadata, expires_at in
+            Version.objects.filter(pk__in=wanted).values_list("id", "ordinal", "metadata",
+                                                              "expires_at")}

@@ -84,7 +84,10 @@ def expire_due(*, namespace_id: int, now: datetime | None = None,
             cur.execute(_DUE_SQL.replace("ORDER BY v.cell_id, v.id",
                                          "ORDER BY c.key, v.id FOR UPDATE OF c, v"), params)
             due = cur.fetchall()
-        for version_id, cell_id, expires_at, status, value, key in due:
+        # Locked in key order (as commits lock), applied in the order the instants came: an
+        # alternative that ended before its head did left the head active in between.
+        for version_id, cell_id, expires_at, status, value, key in sorted(
+                due, key=lambda row: (row[2], row[0])):
             _expire_one(namespace_id, version_id, cell_id, expires_at, Status(status), value,
                         key, now)
     return len(due)

@@ -202,11 +202,14 @@ def _fact_dict(key: str, value: str | None, *, op: str | None = None, version: i
 
 def fact_expiry(fact: dict[str, Any], received_at: datetime | None) -> str | None:
     """When the version a sent fact creates expires (ISO, UTC): its ``expires_at``, or its
-    ``ttl`` counted from when the observation was received; None: never."""
+    ``ttl`` counted from when the observation was received (from now while it is being
+    received: one recorded and committed at once is extracted before its row exists); None:
+    never."""
     if fact.get("expires_at"):
         return str(fact["expires_at"])
-    if fact.get("ttl") and received_at is not None:
-        return (received_at + timedelta(seconds=int(fact["ttl"]))).isoformat()
+    if fact.get("ttl"):
+        start = received_at or timezone.now()
+        return (start + timedelta(seconds=int(fact["ttl"]))).isoformat()
     return None
 
 

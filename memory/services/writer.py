@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 from memory.domain import (
     HEAD_STATUSES,
     NEW,
+    OPEN_STATUSES,
     REINSTATE,
     SETTLED_CHANNEL,
     Decision,
@@ -113,6 +114,8 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
         for ref in op.tomb_refs])
     _carry_support([(ids(r.id), r.restores_id, op_ids[r.created_by or 0])
                     for r in new_rows if r.restores_id is not None])
+    _set_expiry([(ids(ref), op.payload["expires_at"]) for op in ops
+                 for ref in op.support_refs if op.payload.get("expires_at")], now)
     written = Written(operations, ids)
     written.unembedded = _move_heads(namespace.pk, overlay, ids, now, vectors, grown)
     _grow_version_counts(grown)  # the cells that gained versions but kept their head
@@ -253,6 +256,18 @@ def _expiry(op: PendingOp) -> datetime | None:
     """When the version expires (SPEC §13): its fact's ``expires_at``, or never."""
     raw = op.payload.get("expires_at")
     return datetime.fromisoformat(raw) if raw else None
+
+
+def _set_expiry(rows: list[tuple[int | None, str]], now: datetime) -> None:
+    """SPEC §13: a fact with an expiry that supports a value (the same value sent again) sets
+    that value's expiry — never before the commit, so no past reads other than they were."""
+    if rows:
+        with bound_cursor() as cur:
+            cur.execute("UPDATE memory_version AS v SET expires_at = GREATEST(u.e, %b)"
+                        " FROM unnest(%b::bigint[], %b::timestamptz[]) AS u(id, e)"
+                        " WHERE v.id = u.id AND v.status = ANY(%b::varchar[])",
+                        [now, [r[0] for r in rows], [datetime.fromisoformat(r[1]) for r in rows],
+                         sorted(s.value for s in OPEN_STATUSES)])
 
 
 # A restoring version keeps the metadata of the one it restores, unless its own fact has some.
