@@ -156,13 +156,15 @@ class Alternative:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     ordinal: int | None = None
     metadata: dict[str, Any] | None = None
+    #: From this instant the version is never current (None: never).
+    expires_at: datetime | None = None
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Alternative:
         return cls(version=int(body["version"]), value=str(body.get("value", "")),
                    support=int(body.get("support") or 0), raw=body,
                    ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")),
-            expires_at=_time(body.get("expires_at")))
+                   expires_at=_time(body.get("expires_at")))
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,8 @@ class Cell:
             history=history, aliases=[str(a) for a in body.get("aliases") or []],
             history_total=_int(body.get("history_total")),
             history_next=_str(body.get("history_next")), raw=body,
-            ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")))
+            ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")),
+            expires_at=_time(body.get("expires_at")))
 
 
 @dataclass(frozen=True)

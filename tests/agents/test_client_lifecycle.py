@@ -62,7 +62,7 @@ def test_a_fact_with_a_ttl_is_served_before_its_instant_and_never_after(api_url)
         memory.remember(facts=[{"key": "door_code", "value": "4711"}], ttl=3600)
         fact = memory.get_fact("door_code")
         assert fact.value == "4711" and fact.expires_at is not None
-        assert [i.key for i in memory.recall("door code").items] == ["door_code"]
+        assert [i["key"] for i in memory.recall("door code").items] == ["door_code"]
         # The clock passes the instant (written on the version: no test waits an hour).
         version = Version.objects.get(value="4711")
         instant = version.created_at + timedelta(milliseconds=1)
@@ -70,7 +70,7 @@ def test_a_fact_with_a_ttl_is_served_before_its_instant_and_never_after(api_url)
         fact = memory.get_fact("door_code")
         assert (fact.value, fact.status) == (None, "empty")
         assert [(h.value, h.status) for h in fact.history] == [("4711", "expired")]
-        assert "door_code" not in [i.key for i in memory.recall("door code").items]
+        assert "door_code" not in [i["key"] for i in memory.recall("door code").items]
         assert memory.get_fact("door_code", as_of=instant - timedelta(microseconds=1)).value \
             == "4711"
         assert [o.op for o in memory.operations(key="door_code")][0] == "expire"

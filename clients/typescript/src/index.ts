@@ -316,7 +316,8 @@ export class Client {
       idempotency_key: input.idempotencyKey ?? newIdempotencyKey(),
     };
     if (input.text !== undefined) body.text = input.text;
-    if (input.facts !== undefined) body.facts = withExpiry(input);
+    const facts = withExpiry(input);
+    if (facts !== undefined) body.facts = facts;
     if (input.source !== undefined) body.source = input.source;
     if (input.observedAt !== undefined) body.observed_at = time(input.observedAt);
     const wait = input.wait ?? true;
