@@ -101,7 +101,7 @@ def version_provenance(*, cell: Cell, version_id: int, as_of: datetime | None = 
         return None
     row = (Version.objects.filter(cell=cell, pk=version_id)
            .values("id", "ordinal", "value", "status", "valid_from", "valid_to", "support",
-                   "created_by", "created_at").first())
+                   "created_by", "created_at", "expires_at").first())
     if row is None or (as_of is not None and row["created_at"] > as_of):
         return None
     version: dict[str, Any] = {"version": row["id"],

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
 from memory.models import (
@@ -132,6 +134,9 @@ def _delete_keys(namespace_id: int) -> None:
         batch: list[int] = []
         rows = 0
         for pk, count in cells:
+            if count + 1 >= BATCH_ROWS:  # a long key: alone
+                _delete_cells(namespace_id, [pk])
+                continue
             batch.append(pk)
             rows += count + 1
             if rows >= BATCH_ROWS:
@@ -141,11 +146,50 @@ def _delete_keys(namespace_id: int) -> None:
         after = cells[-1][0]
 
 
+#: Many keys' rows in ONE statement: the erase's deletion (erase._DELETE_KEY) for a set of
+#: cells, without its check for rows outside the key pointing in — every key of the namespace
+#: goes, and no row of one namespace points into another.
+_DELETE_KEYS = """
+WITH versions AS (DELETE FROM memory_version WHERE cell_id = ANY(%(cells)s) RETURNING id),
+ops AS (DELETE FROM memory_operation WHERE cell_id = ANY(%(cells)s)),
+edges AS (DELETE FROM memory_supportedge s USING versions v WHERE s.version_id = v.id),
+spans AS (DELETE FROM memory_versionspan WHERE cell_id = ANY(%(cells)s)),
+tombs AS (DELETE FROM memory_tombstone t USING versions v WHERE t.version_id = v.id),
+aliases AS (DELETE FROM memory_keyalias WHERE cell_id = ANY(%(cells)s)),
+copy AS (DELETE FROM memory_frontiervector WHERE cell_id = ANY(%(cells)s))
+DELETE FROM memory_cell WHERE id = ANY(%(cells)s)
+"""
+
+
 def _delete_cells(namespace_id: int, cell_ids: list[int]) -> None:
-    if cell_ids:
+    """One transaction: a key longer than a batch alone, by the erase's own statement;
+    shorter ones together, by :data:`_DELETE_KEYS` (a statement per key was 7 round trips:
+    a namespace of many small keys deleted at 170 versions/s)."""
+    if not cell_ids:
+        return
+    with transaction.atomic():
+        if len(cell_ids) == 1:
+            key_rows_delete(namespace_id=namespace_id, cell_id=cell_ids[0])
+            return
+        with connection.cursor() as cur, _without_fk_checks(cur):
+            cur.execute(_DELETE_KEYS, {"cells": cell_ids})
+
+
+@contextmanager
+def _without_fk_checks(cur: Any) -> Iterator[None]:
+    """The row-by-row deferred foreign-key checks off when the role may (as the erase does):
+    what goes is a whole namespace, whose rows point only at each other."""
+    try:
         with transaction.atomic():
-            for cell_id in cell_ids:
-                key_rows_delete(namespace_id=namespace_id, cell_id=cell_id)
+            cur.execute("SET LOCAL session_replication_role = replica")
+        bypass = True
+    except DatabaseError:
+        bypass = False
+    try:
+        yield
+    finally:
+        if bypass:
+            cur.execute("SET LOCAL session_replication_role = origin")
 
 
 def _delete_keys_inline(namespace_id: int) -> None:

@@ -157,3 +157,24 @@ def test_beat_records_the_expiry_without_any_read(api, space):
     assert version.status == "expired" and version.cell.head_id is None
     assert expire_facts() == 0  # recorded once
     assert Operation.objects.filter(namespace=space, type="expire").count() == 1
+
+
+def test_the_explorer_shows_the_expiry_on_the_version_and_in_the_history(api, space):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from memory.services import membership_set
+
+    remember(api, {"key": "door_code", "value": "4711", "ttl": 3600})
+    person = get_user_model().objects.create_user("watcher")
+    membership_set(namespace=space, user=person, role="viewer")
+    browser = Client()
+    browser.force_login(person)
+    version = Version.objects.get(value="4711")
+    page = browser.get("/ns/expiring/cells/door_code/").content.decode()
+    assert 'data-testid="expiry-1"' in page and "expires" in page
+    panel = browser.get(f"/ns/expiring/cells/door_code/versions/{version.pk}/").content.decode()
+    assert 'data-testid="version-expiry"' in panel
+    _pass("door_code", "4711")
+    page = browser.get("/ns/expiring/cells/door_code/").content.decode()
+    assert "badge-expired" in page and ">expired <time" in page
