@@ -237,6 +237,10 @@ class Cell(models.Model):
     # embedder's background pass takes these (memory.services.embeddings).
     embed_pending = models.BooleanField(default=False, db_default=False)
 
+    #: Set by a commit's lock of the cell (memory.services.store): its head may have reached
+    #: its expiry (SPEC §13). Never saved.
+    expiry_due: bool = False
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="cell_key_unique")]
         indexes = [

@@ -267,7 +267,8 @@ def locked_overlay(namespace: Namespace, keys: Sequence[str], creating: set[str]
 def _expire_locked(namespace: Namespace, overlay: Overlay, now: datetime) -> None:
     """SPEC §13: a head whose expiry passed is expired before the batch decides on its cell,
     so an operation never acts on a value no read serves any more."""
-    headed = sorted({c.pk for c in overlay.cells.values() if c.head_id is not None})
+    headed = sorted({c.pk for c in overlay.cells.values()
+                     if c.head_id is not None and c.expiry_due})
     if headed and expire_due(namespace_id=namespace.pk, now=now, cell_ids=headed):
         heads = dict(Cell.objects.filter(pk__in=headed).values_list("pk", "head_id"))
         for cell in overlay.cells.values():
