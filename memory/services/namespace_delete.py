@@ -93,9 +93,11 @@ def namespace_delete(*, namespace: Namespace, actor: str) -> NamespaceDeleted:
 def _detach(namespace: Namespace, actor: str) -> NamespaceDeletion:
     """ONE short transaction: the namespace out of reach under a name nobody can ask for,
     its tokens and members gone (nobody reaches it by them either), and the audit begun."""
+    # Counted before the lock (seconds for a million rows, which writers must not wait for):
+    # what a commit adds meanwhile is deleted all the same, uncounted.
+    counts = namespace_counts(namespace.pk)
     with transaction.atomic():
         locked = Namespace.objects.select_for_update().get(pk=namespace.pk)
-        counts = namespace_counts(locked.pk)
         audit = NamespaceDeletion.objects.create(name_digest=name_digest(locked.name),
                                                  actor=actor, counts=counts)
         Namespace.objects.filter(pk=locked.pk).update(name=f"{DELETING_PREFIX}{audit.pk}")
