@@ -56,13 +56,17 @@ def _delete(ns: Any) -> dict[str, Any]:
     from memory.services import namespace_delete
 
     durations: list[float] = []
+    slowest: list[tuple[float, str]] = [(0.0, "")]
 
     def timed(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
         started = time.perf_counter()
         try:
             return execute(sql, params, many, context)
         finally:
-            durations.append(time.perf_counter() - started)
+            took = time.perf_counter() - started
+            durations.append(took)
+            if took > slowest[0][0]:
+                slowest[0] = (took, " ".join(sql.split())[:120])
 
     with connection.execute_wrapper(timed):
         started = time.perf_counter()
@@ -71,16 +75,17 @@ def _delete(ns: Any) -> dict[str, Any]:
     durations.sort()
     return {"seconds": round(seconds, 2), "statements": len(durations),
             "longest_statement_ms": round(durations[-1] * 1000, 1),
+            "longest_statement": slowest[0][1],
             "p99_statement_ms": round(durations[int(len(durations) * 0.99)] * 1000, 1),
             "counts": deleted.audit.counts,
             "versions_per_second": round(deleted.audit.counts["versions"] / seconds)}
 
 
-def run(scale: str, out: Path) -> dict[str, Any]:
+def run(scale: str, out: Path, shapes: tuple[str, ...] = ("deep", "wide")) -> dict[str, Any]:
     _setup()
     stamp = time.strftime("%Y%m%d%H%M%S")
     rows = []
-    for shape in ("deep", "wide"):
+    for shape in shapes:
         for versions in SCALES[scale]:
             ns = _seed(f"bench-nsdel-{shape}-{versions}-{stamp}", shape, versions)
             result = _delete(ns)
@@ -129,5 +134,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", choices=sorted(SCALES), default="medium")
     parser.add_argument("--out", type=Path, default=Path("bench/out"))
+    parser.add_argument("--shapes", default="deep,wide", help="deep, wide or both")
     args = parser.parse_args()
-    print(_table(run(args.scale, args.out)["rows"]))
+    print(_table(run(args.scale, args.out, tuple(args.shapes.split(",")))["rows"]))
