@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from memory.domain import SUPERUSER, may_act, may_manage
-from memory.selectors import member_role, namespace_named
+from memory.selectors import expiry_checked, member_role, namespace_named
 
 if TYPE_CHECKING:  # the explorer reads through memory.selectors; the model is a type here
     from memory.models import Namespace
@@ -43,13 +43,13 @@ def namespace_access(user: AbstractBaseUser | AnonymousUser, name: str) -> Acces
     if namespace is None:
         raise Http404("no such namespace")
     if getattr(user, "is_superuser", False):
-        return Access(namespace, SUPERUSER)
+        return Access(expiry_checked(namespace), SUPERUSER)
     if user.pk is None:
         raise Http404("no such namespace")
     role = member_role(namespace=namespace, user_id=user.pk)
     if role is None:
         raise Http404("no such namespace")
-    return Access(namespace, role)
+    return Access(expiry_checked(namespace), role)
 
 
 def require_reviewer(access: Access) -> None:

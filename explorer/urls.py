@@ -57,6 +57,7 @@ explorer_patterns = [
     path("ns/<slug:ns>/access/tokens/<int:token_id>/revoke/", members.token_remove,
          name="token_revoke"),
     path("ns/<slug:ns>/access/members/", members.member_set, name="member_set"),
+    path("ns/<slug:ns>/access/delete/", members.namespace_remove, name="namespace_delete"),
     path("ns/<slug:ns>/access/members/<int:user_id>/remove/", members.member_remove,
          name="member_remove"),
 ]

@@ -243,6 +243,10 @@ class Cell(models.Model):
     # embedder's background pass takes these (memory.services.embeddings).
     embed_pending = models.BooleanField(default=False, db_default=False)
 
+    #: Set by a commit's lock of the cell (memory.services.store): its head may have reached
+    #: its expiry (SPEC §13). Never saved.
+    expiry_due: bool = False
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="cell_key_unique")]
         indexes = [
@@ -313,6 +317,7 @@ class Operation(models.Model):
         NOOP = OpType.NOOP.value
         RESTORE = OpType.RESTORE.value
         REINSTATE = vocabulary.REINSTATE  # the reopening of a predecessor by rollback (SPEC §4)
+        EXPIRE = vocabulary.EXPIRE  # a version's expiry passed (SPEC §13)
 
     # Indexed by op_log_idx / op_key_idx, evidence by op_evidence_idx (decision 17: each index
     # is one more insert per operation).
@@ -384,6 +389,9 @@ class Version(models.Model):
     # Indexed only where set (version_restores_idx): almost every version has none.
     restores = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
                                  related_name="restored_by", db_index=False)
+    # SPEC §13: from this instant the version is never current (memory.services.expiry);
+    # NULL: it never expires. Indexed where set on open versions (version_expiry_idx).
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [
@@ -402,6 +410,11 @@ class Version(models.Model):
             models.Index(fields=["cell", "created_at"], name="version_cell_created_idx"),
             models.Index(fields=["restores"], condition=Q(restores__isnull=False),
                          name="version_restores_idx"),
+            # What is due to expire: few rows (only open versions that carry an expiry).
+            models.Index(fields=["namespace", "expires_at"],
+                         condition=Q(expires_at__isnull=False,
+                                     status__in=sorted(s.value for s in vocabulary.OPEN_STATUSES)),
+                         name="version_expiry_idx"),
             # Also, in SQL only (migration 0008): version_value_tsv, the GIN index of the
             # folded value's lexemes, read by the erase and by the history's search (dec. 52).
         ]
@@ -470,6 +483,20 @@ class EraseAudit(models.Model):
     evidence_redacted = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     # When the VACUUM the erase scheduled (dead tuples still hold the values) has run.
+    vacuumed_at = models.DateTimeField(null=True, blank=True)
+
+
+class NamespaceDeletion(models.Model):
+    """What remains of a deleted namespace (SPEC §13): who, when, a digest of its name and
+    counts — no foreign key, the namespace is gone and its name may be used again."""
+
+    name_digest = models.CharField(max_length=64)  # hex SHA-256 of the name
+    actor = models.CharField(max_length=200)
+    counts = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # When the deletion finished (a large namespace is deleted batch by batch).
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # When the VACUUM that removes the dead tuples (still holding the content) has run.
     vacuumed_at = models.DateTimeField(null=True, blank=True)
 
 

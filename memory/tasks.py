@@ -40,8 +40,10 @@ from memory.services import (
 )
 from memory.services.adopt import Adoption
 from memory.services.ahead import PreparationTimedOut
+from memory.services.expiry import expire_due_everywhere
 from memory.services.frontier import frontier_flush_all
 from memory.services.limits import namespace_head_fail, observation_fail_if_unextracted
+from memory.services.namespace_delete import deletions_resume, deletions_vacuum
 from memory.services.observations import namespace_draining
 from memory.services.sweep import observation_lease, observation_lease_end, observations_unheld
 
@@ -322,6 +324,31 @@ def enqueue_erase_followup() -> None:
             log.exception("could not enqueue the erase follow-up; beat will run it")
 
     transaction.on_commit(send)
+
+
+@shared_task(acks_late=True, ignore_result=True, base=TimeLimitedTask)
+def finish_namespace_deletions() -> dict[str, int]:
+    """What namespace deletions leave for later: finish one that stopped half-way (a worker
+    killed), then VACUUM the dead tuples that still hold what they deleted (enqueued on each
+    deletion, and run by beat with the erase follow-up; harmless to run at any time)."""
+    return {"resumed": deletions_resume(), "vacuumed": deletions_vacuum()}
+
+
+def enqueue_namespace_followup() -> None:
+    """Queue :func:`finish_namespace_deletions`; a broker that is down loses nothing: beat
+    runs it again."""
+    try:
+        finish_namespace_deletions.delay()
+    except Exception:
+        log.exception("could not enqueue the namespace deletion follow-up; beat will run it")
+
+
+@shared_task(acks_late=True, ignore_result=True, base=TimeLimitedTask)
+def expire_facts() -> int:
+    """Record the ``expire`` operation of every version whose expiry passed (SPEC §13; beat
+    every ``PMEM_EXPIRY_EVERY`` seconds). Reads never wait for it: each read expires what is
+    due in its namespace first (memory.services.expiry). Returns how many it expired."""
+    return expire_due_everywhere()
 
 
 def enqueue_observation(evidence_id: int) -> None:

@@ -35,6 +35,8 @@ from .types import (
     EraseReport,
     HistoryEntry,
     HistoryPage,
+    NamespaceDeleted,
+    NamespaceInfo,
     Observation,
     ObservationOperation,
     Operation,
@@ -47,7 +49,7 @@ from .types import (
 __all__ = [
     "Alternative", "AnswerResult", "ApiError", "AsyncClient", "BadRequest", "Cell", "Client", "Conflict",
     "EraseReport", "Forbidden", "HistoryEntry", "HistoryPage", "IdempotencyConflict",
-    "NotFound", "Observation",
+    "NamespaceDeleted", "NamespaceInfo", "NotFound", "Observation",
     "ObservationFailed", "ObservationOperation", "Operation", "OperationResult",
     "PayloadTooLarge", "PmemError", "RateLimited", "ReadResult", "RequestTooLong", "Retry",
     "ServerError",

@@ -15,17 +15,18 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from . import errors
 from ._batch import batch_item, batches, messages_body
 from ._batch import new_idempotency_key as new_idempotency_key  # the clients make keys
+from ._urls import API, as_of_text, cell_path, ns_path, params, rebase
 from .types import (
     AnswerResult,
     Cell,
     EraseReport,
     HistoryEntry,
     HistoryPage,
+    NamespaceDeleted,
     Observation,
     ObservationOperation,
     Operation,
@@ -35,7 +36,6 @@ from .types import (
 )
 
 T = TypeVar("T")
-API = "api/v1/"
 
 
 @dataclass(frozen=True)
@@ -122,45 +122,9 @@ def parse_body(content: bytes, content_type: str) -> Any:
     return content.decode("utf-8", "replace")
 
 
-# --- URLs --------------------------------------------------------------------------------------
+# --- URLs: pmem_client._urls -----------------------------------------------------------------
 
-
-def _ns(namespace: str) -> str:
-    return f"{API}namespaces/{quote(namespace, safe='')}/"
-
-
-def _cell(namespace: str, key: str) -> str:
-    return f"{_ns(namespace)}cells/{quote(key, safe='')}/"
-
-
-def rebase(url: str, base_url: str) -> str:
-    """A ``next`` link the server built, pointed at the server as this client reaches it (the
-    server may know itself by another host: a proxy, a container)."""
-    parts, base = urlsplit(url), urlsplit(base_url)
-    if not parts.scheme:
-        return url
-    return urlunsplit((base.scheme, base.netloc, parts.path, parts.query, ""))
-
-
-def _params(**values: Any) -> dict[str, str]:
-    out = {}
-    for name, value in values.items():
-        if value is None:
-            continue
-        if isinstance(value, datetime):
-            if value.tzinfo is None:
-                raise ValueError(f"{name} needs a time zone (as_of is an instant)")
-            value = value.isoformat()
-        elif isinstance(value, bool):
-            value = "1" if value else "0"
-        out[name] = str(value)
-    return out
-
-
-def _as_of(value: str | datetime | None) -> str | None:
-    if isinstance(value, datetime):
-        return _params(as_of=value)["as_of"]
-    return value
+_ns, _cell, _params, _as_of = ns_path, cell_path, params, as_of_text
 
 
 # --- capabilities -----------------------------------------------------------------------------
@@ -189,6 +153,19 @@ def observe(namespace: str, *, text: str | None, facts: list[dict[str, Any]] | N
     reply = yield Call("POST", f"{_ns(namespace)}observations/",
                        params={"wait": "1" if wait else "0"}, json=body)
     return Observation.from_json(reply.body)
+
+
+def with_expiry(facts: list[dict[str, Any]] | None, ttl: int | None,
+                expires_at: str | datetime | None) -> list[dict[str, Any]] | None:
+    """Each fact with ``ttl`` (seconds) or ``expires_at`` unless it carries its own expiry."""
+    if ttl is None and expires_at is None:
+        return facts
+    if ttl is not None and expires_at is not None:
+        raise ValueError("give ttl or expires_at, not both")
+    if not facts:
+        raise ValueError("ttl and expires_at apply to facts: pass facts=[...]")
+    extra = {"ttl": int(ttl)} if ttl is not None else {"expires_at": _as_of(expires_at)}
+    return [f if ("ttl" in f or "expires_at" in f) else {**f, **extra} for f in facts]
 
 
 def remember(namespace: str, *, text: str | None, facts: list[dict[str, Any]] | None,
@@ -393,6 +370,28 @@ def restore(namespace: str, key: str, *, version: int | str, reason: str | None,
     cell = reply.body.get("cell")
     return OperationResult(operation=ObservationOperation.from_json(reply.body["operation"]),
                            cell=Cell.from_json(cell) if cell else None, observation=None)
+
+
+def delete_namespace(namespace: str, *, report: bool) -> Steps[NamespaceDeleted | None]:
+    reply = yield Call("DELETE", _ns(namespace), params={"report": "1"} if report else None)
+    if report and isinstance(reply.body, dict):
+        return NamespaceDeleted.from_json(reply.body)
+    return None
+
+
+def export(namespace: str) -> Steps[str]:
+    """The namespace as NDJSON (what ``pmem_import`` reads), as one string."""
+    reply = yield Call("GET", f"{_ns(namespace)}export/")
+    body = reply.body
+    if isinstance(body, dict | list):  # a one-line document parsed as JSON
+        import json
+
+        return json.dumps(body) + "\n"
+    return str(body or "")
+
+
+def namespaces_call(*, limit: int | None) -> Call:
+    return Call("GET", f"{API}namespaces/", params=_params(limit=limit))
 
 
 def erase(namespace: str, key: str, *, report: bool) -> Steps[EraseReport | None]:

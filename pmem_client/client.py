@@ -26,6 +26,8 @@ from .types import (
     EraseReport,
     HistoryEntry,
     HistoryPage,
+    NamespaceDeleted,
+    NamespaceInfo,
     Observation,
     Operation,
     OperationResult,
@@ -181,9 +183,12 @@ class Client(_Base):
                  source: str | None = None, observed_at: str | datetime | None = None,
                  wait: bool = True, idempotency_key: str | None = None,
                  namespace: str | None = None,
-                 messages: list[dict[str, Any]] | None = None) -> Observation:
+                 messages: list[dict[str, Any]] | None = None, ttl: int | None = None,
+                 expires_at: str | datetime | None = None) -> Observation:
         """Record an observation: ``text`` and/or ``facts`` (``[{"key", "value", "op"?,
-        "annotate"?, "metadata"?}]``; a fact's different value supersedes the current one
+        "annotate"?, "metadata"?, "ttl"?, "expires_at"?}]``; ``ttl`` (seconds) or
+        ``expires_at`` here apply to every fact without its own: from then on the version it
+        creates is never current; a fact's different value supersedes the current one
         unless ``annotate`` is True, which lets the memory's model decide; ``metadata``, a flat
         object of strings, numbers and booleans, stays with the version the fact creates). Waits until it is committed (its operations then
         say what changed; ``facts_found`` and ``note`` say when text yielded nothing) unless
@@ -197,6 +202,7 @@ class Client(_Base):
         "at"?}]``, at most 500) records a chat session as one observation, read as its
         transcript and extracted in one model call; ``observed_at`` defaults to the last
         ``at`` (a time with a zone)."""
+        facts = p.with_expiry(facts, ttl, expires_at)
         return self._run(p.remember(self._ns(namespace), text=text, facts=facts, source=source,
                                     observed_at=observed_at, wait=wait,
                                     idempotency_key=idempotency_key or p.new_idempotency_key(),
@@ -353,6 +359,21 @@ class Client(_Base):
         """Privacy erase (SPEC §6): the key and its values are gone for good."""
         return self._run(p.erase(self._ns(namespace), key, report=report))
 
+    def namespaces(self, *, page_size: int | None = None) -> Iterator[NamespaceInfo]:
+        """The namespaces this token reaches (an application token: those of its prefix),
+        by name, page by page."""
+        return self._pages(p.namespaces_call(limit=page_size), NamespaceInfo.from_json)
+
+    def delete_namespace(self, namespace: str | None = None, *,
+                         report: bool = False) -> NamespaceDeleted | None:
+        """Delete the namespace and everything in it (SPEC §13; scope ``review``): it answers
+        404 afterwards and its name starts empty."""
+        return self._run(p.delete_namespace(self._ns(namespace), report=report))
+
+    def export(self, *, namespace: str | None = None) -> str:
+        """The namespace as NDJSON (``pmem_import`` reads it back; scope ``review``)."""
+        return self._run(p.export(self._ns(namespace)))
+
 
 class AsyncClient(_Base):
     """:class:`Client` for asyncio: the same methods, awaited (iterators are async)."""
@@ -433,7 +454,9 @@ class AsyncClient(_Base):
                        observed_at: str | datetime | None = None, wait: bool = True,
                        idempotency_key: str | None = None,
                        namespace: str | None = None,
-                       messages: list[dict[str, Any]] | None = None) -> Observation:
+                       messages: list[dict[str, Any]] | None = None, ttl: int | None = None,
+                       expires_at: str | datetime | None = None) -> Observation:
+        facts = p.with_expiry(facts, ttl, expires_at)
         return await self._run(p.remember(
             await self._ns(namespace), text=text, facts=facts, source=source,
             observed_at=observed_at, wait=wait,
@@ -563,3 +586,15 @@ class AsyncClient(_Base):
     async def erase(self, key: str, *, report: bool = False,
                     namespace: str | None = None) -> EraseReport | None:
         return await self._run(p.erase(await self._ns(namespace), key, report=report))
+
+    async def namespaces(self, *, page_size: int | None = None) -> AsyncIterator[NamespaceInfo]:
+        async for item in self._pages(p.namespaces_call(limit=page_size),
+                                      NamespaceInfo.from_json):
+            yield item
+
+    async def delete_namespace(self, namespace: str | None = None, *,
+                               report: bool = False) -> NamespaceDeleted | None:
+        return await self._run(p.delete_namespace(await self._ns(namespace), report=report))
+
+    async def export(self, *, namespace: str | None = None) -> str:
+        return await self._run(p.export(await self._ns(namespace)))

@@ -28,9 +28,13 @@ How LangGraph's items map onto P-Mem:
 - **Time.** :meth:`PMemStore.history` lists every value an item had; :meth:`PMemStore.get`
   takes ``as_of`` and answers the item as it was then.
 
-``abatch`` runs ``batch`` in a thread (the client is thread-safe). TTLs are not supported:
-nothing in P-Mem expires (``supports_ttl`` False); an ``index`` configuration is ignored (P-Mem
-embeds every value with its own embedder).
+- **TTL** (``supports_ttl``): a put's ``ttl`` (minutes) becomes the fact's expiry (SPEC §13):
+  after it the item is gone from ``get`` and ``search`` and its history says ``expired``. A
+  ``get`` with ``refresh_ttl`` (the default with a ``ttl_config`` that does not turn it off)
+  sends the value again with its ttl, which moves its expiry; ``search`` does not refresh.
+
+``abatch`` runs ``batch`` in a thread (the client is thread-safe). An ``index`` configuration is
+ignored (P-Mem embeds every value with its own embedder).
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    TTLConfig,
 )
 
 from . import errors
@@ -72,6 +77,7 @@ NS_KEY, KEY_KEY, DEPTH_KEY = "langgraph.namespace", "langgraph.key", "langgraph.
 #: True when every top-level field the metadata could hold is there (False: some did not fit
 #: its bounds, and a search by value reads such items apart, filtering them here).
 WHOLE_KEY = "langgraph.values"
+TTL_KEY = "langgraph.ttl_seconds"  # the put's ttl, so that a read can refresh it
 PART_KEY = "langgraph.ns.{}"
 VALUE_KEY = "value.{}"
 MAX_PARTS = 8  # namespace levels a prefix filters by on the server (deeper: here)
@@ -218,12 +224,14 @@ class PMemStore(BaseStore):
     API token of scope ``write`` (``review`` to also restore); ``namespace`` the P-Mem
     namespace, or a function of the LangGraph namespace for an application token."""
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(self, base_url: str, token: str, *, namespace: NamespaceFor = None,
-                 client: Client | None = None, **client_options: Any) -> None:
+                 client: Client | None = None, ttl_config: TTLConfig | None = None,
+                 **client_options: Any) -> None:
         self.client = client or Client(base_url, token, **client_options)
         self._namespace_for = namespace
+        self.ttl_config = ttl_config
 
     def close(self) -> None:
         self.client.close()
@@ -260,9 +268,9 @@ class PMemStore(BaseStore):
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
-                results.append(self._get(op.namespace, op.key))
+                results.append(self._get(op.namespace, op.key, refresh=op.refresh_ttl))
             elif isinstance(op, PutOp):
-                self._put(op.namespace, op.key, op.value)
+                self._put(op.namespace, op.key, op.value, ttl=op.ttl)
                 results.append(None)
             elif isinstance(op, SearchOp):
                 results.append(self._search(op))
@@ -301,14 +309,21 @@ class PMemStore(BaseStore):
 
     # --- the operations ---------------------------------------------------------------------
 
-    def _get(self, namespace: Namespace, key: str,
-             as_of: str | datetime | None = None) -> Item | None:
+    def _get(self, namespace: Namespace, key: str, as_of: str | datetime | None = None,
+             refresh: bool = False) -> Item | None:
         try:
             cell = self.client.get_fact(self.pmem_key(namespace, key), as_of=as_of, history=1,
                                         namespace=self.pmem_namespace(namespace))
         except errors.NotFound:
             return None
-        return self._item(cell, namespace, key)
+        item = self._item(cell, namespace, key)
+        seconds = (cell.metadata or {}).get(TTL_KEY)
+        if item is not None and refresh and as_of is None and isinstance(seconds, int):
+            # The same value again, with its ttl: a support that moves the expiry.
+            self.client.remember(facts=[{"key": cell.key, "value": cell.value,
+                                         "ttl": seconds, "metadata": cell.metadata}],
+                                 namespace=self.pmem_namespace(namespace))
+        return item
 
     def _item(self, cell: Cell, namespace: Namespace, key: str) -> Item | None:
         value = _decoded(cell.value) if cell.status != "empty" else None
@@ -319,13 +334,21 @@ class PMemStore(BaseStore):
         return Item(value=value, key=key, namespace=namespace,
                     created_at=_time(raw.get("created_at")), updated_at=_time(updated))
 
-    def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any] | None) -> None:
+    def _put(self, namespace: Namespace, key: str, value: Mapping[str, Any] | None,
+             ttl: float | None = None) -> None:
         namespace = tuple(namespace)
         if value is None:
             self._delete(namespace, key)
             return
-        fact = {"key": self.pmem_key(namespace, key), "value": _encode(value), "op": "accept",
-                "metadata": _metadata(namespace, key, value)}
+        fact: dict[str, Any] = {"key": self.pmem_key(namespace, key), "value": _encode(value),
+                                "op": "accept", "metadata": _metadata(namespace, key, value)}
+        if ttl is not None:  # minutes, as LangGraph counts them
+            fact["ttl"] = max(1, round(ttl * 60))
+            meta = fact["metadata"]
+            if len(meta) >= MAX_ENTRIES:  # make room: one value field fewer to filter by
+                del meta[max(k for k in meta if k.startswith("value."))]
+                meta[WHOLE_KEY] = False
+            meta[TTL_KEY] = fact["ttl"]
         self.client.remember(facts=[fact], namespace=self.pmem_namespace(namespace))
 
     def _delete(self, namespace: Namespace, key: str) -> None:

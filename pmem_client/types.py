@@ -159,12 +159,15 @@ class Alternative:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     ordinal: int | None = None
     metadata: dict[str, Any] | None = None
+    #: From this instant the version is never current (None: never).
+    expires_at: datetime | None = None
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Alternative:
         return cls(version=int(body["version"]), value=str(body.get("value", "")),
                    support=int(body.get("support") or 0), raw=body,
-                   ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")))
+                   ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")),
+                   expires_at=_time(body.get("expires_at")))
 
 
 @dataclass(frozen=True)
@@ -181,13 +184,16 @@ class HistoryEntry:
     raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     ordinal: int | None = None
     metadata: dict[str, Any] | None = None
+    #: From this instant the version is never current (None: never).
+    expires_at: datetime | None = None
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> HistoryEntry:
         return cls(version=int(body["version"]), value=str(body.get("value", "")),
                    status=str(body.get("status", "")), valid_from=_time(body.get("valid_from")),
                    valid_to=_time(body.get("valid_to")), raw=body,
-                   ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")))
+                   ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")),
+                   expires_at=_time(body.get("expires_at")))
 
 
 @dataclass(frozen=True)
@@ -219,6 +225,8 @@ class Cell:
     #: The head's position in the history (vN) and its fact's metadata.
     ordinal: int | None = None
     metadata: dict[str, Any] | None = None
+    #: From this instant the current value is never current (None: never).
+    expires_at: datetime | None = None
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Cell:
@@ -231,7 +239,8 @@ class Cell:
             history=history, aliases=[str(a) for a in body.get("aliases") or []],
             history_total=_int(body.get("history_total")),
             history_next=_str(body.get("history_next")), raw=body,
-            ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")))
+            ordinal=_int(body.get("ordinal")), metadata=_meta(body.get("metadata")),
+            expires_at=_time(body.get("expires_at")))
 
 
 @dataclass(frozen=True)
@@ -336,3 +345,37 @@ class EraseReport:
         return cls(key=str(body.get("key", "")),
                    redacted_evidence=int(body.get("redacted_evidence") or 0),
                    mentions=list(body.get("mentions") or []), raw=body)
+
+
+@dataclass(frozen=True)
+class NamespaceInfo:
+    """A namespace the token reaches: how many keys it holds, when it was made and last
+    written (None: never)."""
+
+    name: str
+    cells: int
+    created_at: datetime | None
+    last_write_at: datetime | None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> NamespaceInfo:
+        return cls(name=str(body.get("name", "")), cells=int(body.get("cells") or 0),
+                   created_at=_time(body.get("created_at")),
+                   last_write_at=_time(body.get("last_write_at")), raw=body)
+
+
+@dataclass(frozen=True)
+class NamespaceDeleted:
+    """After a namespace's deletion with ``report=True``: what it held, and the digest of its
+    name the audit keeps."""
+
+    name_digest: str
+    counts: dict[str, int]
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> NamespaceDeleted:
+        return cls(name_digest=str(body.get("name_digest", "")),
+                   counts={str(k): int(v) for k, v in (body.get("counts") or {}).items()},
+                   raw=body)

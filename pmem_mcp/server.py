@@ -89,6 +89,11 @@ class Fact(BaseModel):
     metadata: Annotated[dict[str, MetadataValue] | None, Field(description=(
         "Flat labels kept with the value this fact creates, e.g. {\"topic\": \"food\"}; "
         "recall's `filter` selects by them."))] = None
+    ttl: Annotated[int | None, Field(ge=1, le=10 * 366 * 24 * 3600, description=(
+        "Seconds this value holds (a door code for an hour: 3600): after that it is never "
+        "recalled as current, and its history says expired."))] = None
+    expires_at: Annotated[str | None, Field(description=(
+        "Instead of ttl: when the value stops holding (ISO-8601 with a zone)."))] = None
 
 
 class Message(BaseModel):

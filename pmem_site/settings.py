@@ -278,7 +278,14 @@ PMEM_FRONTIER_FLUSH_ASYNC = env_bool("PMEM_FRONTIER_FLUSH_ASYNC", True)
 # Privacy erases re-embed what they redacted and VACUUM after the request, in a task queued on
 # commit; beat runs it this often too (a lost message, a failing embedder).
 PMEM_ERASE_FOLLOWUP_EVERY = env_int("PMEM_ERASE_FOLLOWUP_EVERY", 300)
+# How often beat records the ``expire`` operations of facts whose expiry passed (SPEC §13);
+# reads do not wait for it (each expires what is due in its namespace first).
+PMEM_EXPIRY_EVERY = env_int("PMEM_EXPIRY_EVERY", 30)
 CELERY_BEAT_SCHEDULE = {
+    "expire-facts": {"task": "memory.tasks.expire_facts",
+                     "schedule": float(max(1, PMEM_EXPIRY_EVERY))},
+    "finish-namespace-deletions": {"task": "memory.tasks.finish_namespace_deletions",
+                                   "schedule": float(PMEM_ERASE_FOLLOWUP_EVERY)},
     "flush-frontier-index": {"task": "memory.tasks.flush_frontiers",
                              "schedule": float(PMEM_FRONTIER_FLUSH_EVERY)},
     "finish-erasures": {"task": "memory.tasks.finish_erasures",

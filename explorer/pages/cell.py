@@ -42,6 +42,7 @@ from memory.selectors import (
     restorable_versions,
     retract_choices,
     retraction_notes,
+    version_details,
     version_provenance,
     version_status_at,
 )
@@ -92,8 +93,12 @@ def history_section(cell: Cell, *, ns: str, as_of: datetime | None = None,
     entries = [_row(e.as_dict()) for e in page.entries]
     notes = retraction_notes([e["version"] for e in entries
                               if e["status"] in RESTORABLE_STATUSES], as_of=as_of)
+    # SPEC §13: when each version stops (or stopped) being current, where it has an expiry.
+    details = version_details(e["version"] for e in entries)
     for entry in entries:
         entry["retraction"] = notes.get(entry["version"])
+        expires = details.get(entry["version"], (None, None, None))[2]
+        entry["ex_iso"], entry["ex_text"] = _when(expires)
     base = {k: v for k, v in (("as_of", as_of_param(as_of) if as_of else ""), ("q", search)) if v}
     page_url = reverse("explorer:cell", args=[ns, cell.key])
     frag_url = reverse("explorer:cell_history", args=[ns, cell.key])

@@ -36,9 +36,11 @@ from memory.services import (
     LastAdmin,
     membership_remove,
     membership_set,
+    namespace_delete,
     token_create,
     token_revoke,
 )
+from memory.tasks import enqueue_namespace_followup
 
 
 def _admin_access(request: HttpRequest, ns: str) -> Access:
@@ -133,3 +135,18 @@ def member_remove(request: HttpRequest, ns: str, user_id: int) -> HttpResponse:
     except LastAdmin as exc:
         return _page(request, access, status=409, error=str(exc))
     return redirect("explorer:access", ns=ns)
+
+
+@login_required
+@require_POST
+def namespace_remove(request: HttpRequest, ns: str) -> HttpResponse:
+    """Delete the namespace and everything in it (SPEC §13): an admin's, confirmed by typing
+    its name (a click alone never deletes a memory)."""
+    access = _admin_access(request, ns)
+    if request.POST.get("confirm", "") != access.namespace.name:
+        return _page(request, access, status=400,
+                     error=f"Nothing was deleted: type {access.namespace.name} exactly to "
+                           "confirm.")
+    namespace_delete(namespace=access.namespace, actor=actor(request))
+    enqueue_namespace_followup()
+    return redirect("explorer:index")

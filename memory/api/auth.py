@@ -19,6 +19,7 @@ from rest_framework.request import Request
 from memory.domain.scopes import Scope, scope_allows
 from memory.llm.embedding import embedder_id
 from memory.models import ApiToken, Membership, Namespace
+from memory.selectors import expiry_checked
 from memory.services import (
     TokenRejected,
     name_check,
@@ -124,7 +125,7 @@ def namespace_for(request: Request, name: str, *, scope: Scope = Scope.READ,
         if not namespace_reached(token, name):
             raise exceptions.NotFound("no such namespace")
         if token.namespace is not None:
-            return token.namespace
+            return expiry_checked(token.namespace)
         found = Namespace.objects.filter(name=name).first()
         if found is None and create:
             found = namespace_create(name=name)
@@ -132,13 +133,13 @@ def namespace_for(request: Request, name: str, *, scope: Scope = Scope.READ,
             return unwritten_namespace(name)  # reads as empty until its first write
         if found is None and not missing_ok:
             raise exceptions.NotFound("no such namespace")
-        return found
+        return expiry_checked(found)
     namespace = Namespace.objects.filter(name=name).first()
     if namespace is None or isinstance(user, AnonymousUser) or user is None:
         raise exceptions.NotFound("no such namespace")
     assert isinstance(user, AbstractBaseUser)
     if getattr(user, "is_superuser", False):
-        return namespace
+        return expiry_checked(namespace)
     role = Membership.objects.filter(namespace=namespace, user=user).values_list(
         "role", flat=True).first()
     if role is None:
@@ -147,7 +148,7 @@ def namespace_for(request: Request, name: str, *, scope: Scope = Scope.READ,
     if not scope_allows(held, scope):
         raise exceptions.PermissionDenied(
             f"a {role} may not do this (it needs scope {scope.value}); ask for the reviewer role")
-    return namespace
+    return expiry_checked(namespace)
 
 
 def token_of(request: Request) -> ApiToken | None:

@@ -15,7 +15,8 @@ from memory.services import source_claim
 from .auth import actor_of, caller_scope, token_of
 
 #: The fields of a fact kept as sent; ``annotate`` only when asked for (see below).
-_FACT_FIELDS = ("key", "value", "op", "version", "hard_commit", "reason", "metadata")
+_FACT_FIELDS = ("key", "value", "op", "version", "hard_commit", "reason", "metadata",
+                "ttl")
 
 
 def observation_asked(v: dict[str, Any], *, request: Request, namespace: Any) -> dict[str, Any]:
@@ -27,6 +28,7 @@ def observation_asked(v: dict[str, Any], *, request: Request, namespace: Any) ->
     # the same (idempotency_key replays).
     facts = [{k: f[k] for k in _FACT_FIELDS if k in f}
              | ({"annotate": True} if f.get("annotate") else {})
+             | ({"expires_at": f["expires_at"].isoformat()} if "expires_at" in f else {})
              for f in v.get("facts", [])]
     # SPEC §8: the source is one this caller may claim (403 otherwise, nothing stored).
     source = source_claim(namespace=namespace, token=token_of(request),

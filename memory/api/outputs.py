@@ -28,6 +28,13 @@ REPLAYED = ("True when the idempotency_key was used before with the same request
 # --- observations ----------------------------------------------------------------------------
 
 
+def _expires_at() -> serializers.DateTimeField:
+    """The instant the version stops being current (SPEC §13); null: never."""
+    return serializers.DateTimeField(
+        allow_null=True, required=False,
+        help_text="from this instant the version is never current (SPEC §13); null: never")
+
+
 class FactOut(Out):
     """A fact as the client sent it (CONTRACT "Observations")."""
 
@@ -38,6 +45,8 @@ class FactOut(Out):
     hard_commit = serializers.BooleanField(required=False)
     reason = serializers.CharField(required=False, allow_blank=True)
     metadata = MetadataField(required=False, allow_null=True)
+    ttl = serializers.IntegerField(required=False, help_text="seconds, as sent (SPEC §13)")
+    expires_at = serializers.CharField(required=False, help_text="as sent (SPEC §13)")
 
 
 class OperationSummaryOut(Out):
@@ -168,6 +177,7 @@ class VersionOut(Out):
     metadata = MetadataField(
         allow_null=True, required=False,
         help_text="the metadata the fact that created the version carried (null: none)")
+    expires_at = _expires_at()
 
 
 class AlternativeOut(Out):
@@ -180,6 +190,7 @@ class AlternativeOut(Out):
     metadata = MetadataField(
         allow_null=True, required=False,
         help_text="the metadata the fact that created the version carried (null: none)")
+    expires_at = _expires_at()
 
 
 class CellOut(Out):
@@ -195,6 +206,7 @@ class CellOut(Out):
     metadata = MetadataField(
         allow_null=True, required=False,
         help_text="the metadata the fact that created the version carried (null: none)")
+    expires_at = _expires_at()
     support = serializers.IntegerField()
     alternatives = AlternativeOut(many=True)
     history = VersionOut(many=True, help_text="at most `history` entries, newest first")
@@ -224,6 +236,7 @@ class CellRowOut(Out):
     metadata = MetadataField(
         allow_null=True, required=False,
         help_text="the metadata the fact that created the version carried (null: none)")
+    expires_at = _expires_at()
     support = serializers.IntegerField(allow_null=True)
     created_at = serializers.DateTimeField(required=False)
     updated_at = serializers.DateTimeField(required=False)
@@ -289,6 +302,7 @@ class VersionNodeOut(Out):
     metadata = MetadataField(
         allow_null=True, required=False,
         help_text="the metadata the fact that created the version carried (null: none)")
+    expires_at = _expires_at()
     support = serializers.IntegerField(allow_null=True, help_text="null as of a past time")
     valid_from = serializers.DateTimeField()
     valid_to = serializers.DateTimeField(allow_null=True)
@@ -438,6 +452,7 @@ class FrontierItemOut(Out):
     metadata = MetadataField(
         allow_null=True, required=False,
         help_text="the metadata the fact that created the version carried (null: none)")
+    expires_at = _expires_at()
     support = serializers.IntegerField(required=False)
     created_at = serializers.DateTimeField(required=False)
     updated_at = serializers.DateTimeField(required=False)
@@ -526,3 +541,27 @@ class WhoAmIOut(Out):
         child=serializers.CharField(),
         help_text="the trusted sources a write token may name (any source without a trust "
                   "level too); one alone is the source of writes that name none")
+
+
+# --- namespaces (SPEC §13) ---------------------------------------------------------------------
+
+
+class NamespaceRowOut(Out):
+    name = serializers.CharField()
+    cells = serializers.IntegerField(help_text="how many keys it holds")
+    created_at = serializers.DateTimeField()
+    last_write_at = serializers.DateTimeField(
+        allow_null=True, help_text="its newest observation or operation; null: none yet")
+
+
+class NamespaceListOut(Out):
+    results = NamespaceRowOut(many=True)
+    next = serializers.CharField(allow_null=True)
+
+
+class NamespaceDeletedOut(Out):
+    deleted = serializers.BooleanField()
+    name_digest = serializers.CharField(help_text="hex SHA-256 of the deleted name (the audit's)")
+    counts = serializers.DictField(child=serializers.IntegerField(),
+                                   help_text="cells, versions, operations, observations, "
+                                             "tokens and members it held")

@@ -82,6 +82,25 @@ class InstantField(serializers.DateTimeField):
         return moment
 
 
+class ZonedInstantField(InstantField):
+    """An instant that must carry its zone (``expires_at``): without one it is refused."""
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if not isinstance(value, str):
+            self.fail("invalid", format="an ISO-8601 string with a zone")
+        try:
+            moment = parse_instant(value, field=self.field_name or "time")
+        except TimeRefused as refused:
+            raise serializers.ValidationError(refused.message) from None
+        if moment is None:
+            self.fail("invalid", format="an ISO-8601 string with a zone")
+        return moment
+
+
+#: The longest ``ttl`` a fact may carry: ten years, in seconds (SPEC §13).
+TTL_MAX = 10 * 366 * 24 * 3600
+
+
 class StrictBooleanField(serializers.BooleanField):
     def to_internal_value(self, data: Any) -> bool:
         if not isinstance(data, bool):
@@ -177,6 +196,15 @@ class FactIn(serializers.Serializer):
         help_text="A flat object of strings, numbers and booleans kept with the version this "
                   "fact creates (at most 32 entries, 4 kB); reads filter by it.")
 
+    ttl = StrictIntegerField(
+        min_value=1, max_value=TTL_MAX, required=False,
+        help_text="seconds (1 to 10 years): the version this fact creates is never current "
+                  "after that long from when the observation was received (SPEC §13)")
+    expires_at = ZonedInstantField(
+        required=False,
+        help_text="an ISO-8601 time with a zone: the version this fact creates is never "
+                  "current from then on (SPEC §13)")
+
     def validate_key(self, key: str) -> str:
         problem = key_problem(key)
         if problem:
@@ -184,10 +212,15 @@ class FactIn(serializers.Serializer):
         return key
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "ttl" in attrs and "expires_at" in attrs:
+            raise serializers.ValidationError({"ttl": "give ttl or expires_at, not both"})
+        if ("ttl" in attrs or "expires_at" in attrs) and not attrs.get("value"):
+            field = "ttl" if "ttl" in attrs else "expires_at"
+            raise serializers.ValidationError({field: "only a fact with a value expires"})
         return _check_op_args(attrs)
 
 
-class ZonedInstantField(StrictCharField):
+class ZonedTimeText(StrictCharField):
     """An ISO-8601 time that names its zone (``Z`` or an offset): stored as the instant in
     UTC (``2023-05-08T13:56:00Z``). A time without a zone is refused: a conversation's
     clock is not the server's."""
@@ -214,7 +247,7 @@ class MessageIn(serializers.Serializer):
     content = StrictCharField(trim_whitespace=False, max_length=settings.PMEM_MAX_TEXT_CHARS)
     name = StrictCharField(required=False, max_length=conversation.MAX_NAME_CHARS,
                            help_text="the speaker, shown in the transcript instead of the role")
-    at = ZonedInstantField(required=False,
+    at = ZonedTimeText(required=False,
                            help_text="when it was said: ISO 8601 with a zone (Z or an offset)")
 
     def validate_content(self, content: str) -> str:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import batch_views, cell_views, transfer_views, views
+from . import batch_views, cell_views, namespace_views, transfer_views, views
 
 # Any name up to the next slash: a name that breaks the rule is refused with it (400), not
 # left to the URL resolver's bare 404.
@@ -10,6 +10,8 @@ NS = "namespaces/<str:ns>/"
 
 urlpatterns = [
     path("whoami/", views.WhoAmIView.as_view(), name="api-whoami"),
+    path("namespaces/", namespace_views.NamespacesView.as_view(), name="api-namespaces"),
+    path(NS, namespace_views.NamespaceDetailView.as_view(), name="api-namespace"),
     path(f"{NS}observations/", views.ObservationsView.as_view(), name="api-observations"),
     path(f"{NS}observations/batch/", batch_views.ObservationBatchView.as_view(),
          name="api-observation-batch"),

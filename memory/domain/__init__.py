@@ -32,6 +32,8 @@ from .vocabulary import (
     ASSERTIONS,
     CREATING_OPS,
     DISCLOSURES,
+    EXPIRE,
+    EXPIRY_ACTOR,
     HEAD_STATUSES,
     LOG_TYPES,
     OBSERVATION_OPS,
@@ -57,7 +59,7 @@ from .vocabulary import (
 )
 
 __all__ = [
-    "ASSERTIONS", "BIGINT_MAX", "BadParameter", "CREATING_OPS", "DISCLOSURES", "HEAD_STATUSES", "KEY_MAX_CHARS", "LOG_TYPES", "NEW",
+    "ASSERTIONS", "BIGINT_MAX", "BadParameter", "CREATING_OPS", "DISCLOSURES", "EXPIRE", "EXPIRY_ACTOR", "HEAD_STATUSES", "KEY_MAX_CHARS", "LOG_TYPES", "NEW",
     "OBSERVATION_OPS", "OPEN_STATUSES", "RESTORABLE_STATUSES", "SYSTEM_ACTOR", "Method", "REINSTATE", "RETRACTED_STATUSES", "SETTLED_CHANNEL", "SETTLED_STATES", "SUPERUSER",
     "UNSETTLED_STATES", "VALUE_OPS", "CellState", "CellStatus", "Decision", "Effect",
     "EffectSink", "EvidenceState", "HeadView", "InvalidOperation", "Item", "LinkSupersedes",

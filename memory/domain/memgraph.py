@@ -14,7 +14,7 @@ from .cells import decide
 from .interpret import interpret, valid_to_after
 from .model import CellState, Decision, NewVersion, OpRequest, VersionView
 from .rollback import retracts_head, rollback_chain
-from .vocabulary import Status
+from .vocabulary import HEAD_STATUSES, OPEN_STATUSES, Status
 
 
 @dataclass
@@ -30,6 +30,8 @@ class MemVersion:
     support: int = 0
     tombstones: int = 0
     restores_id: int | None = None
+    #: SPEC §13: from this instant it is never current (None: never); any ordered number.
+    expires_at: float | None = None
     #: The evidence of each ``supported_by`` edge (None: a person's operation).
     evidence: list[int | None] = field(default_factory=list)
 
@@ -68,6 +70,31 @@ class MemGraph:
         decision = decide(self.state(key, req), req)
         interpret(decision, _KeySink(self, key, evidence))
         return decision
+
+    def expire(self, now: float) -> list[int]:
+        """SPEC §13, the reference rule: every open version whose instant is at or before
+        ``now`` ends, in the order the instants came. A head becomes ``expired`` and its cell
+        empty (a contested head's alternatives end their contest as ``superseded``; nothing is
+        reinstated); an alternative becomes ``expired``, and the last one leaves its head
+        ``active``. Returns the versions it ended."""
+        ended = []
+        due = sorted((v for v in self.versions.values() if v.expires_at is not None
+                      and v.expires_at <= now and v.status in OPEN_STATUSES),
+                     key=lambda v: (v.expires_at or 0.0, v.id))
+        for version in due:
+            if version.status not in OPEN_STATUSES:
+                continue  # superseded meanwhile by its head's expiry
+            rivals = [v for v in self.versions.values()
+                      if v.key == version.key and v.status == Status.ALTERNATIVE]
+            if version.status in HEAD_STATUSES:
+                for rival in rivals:
+                    rival.status = Status.SUPERSEDED
+                self.heads[version.key] = None
+            elif len(rivals) == 1 and (head := self.heads.get(version.key)) is not None:
+                self.versions[head].status = Status.ACTIVE
+            version.status = Status.EXPIRED
+            ended.append(version.id)
+        return ended
 
     def head_value(self, key: str) -> str | None:
         head_id = self.heads.get(key)

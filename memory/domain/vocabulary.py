@@ -15,6 +15,8 @@ class Status(StrEnum):
     SUPERSEDED = "superseded"
     CONTRADICTED = "contradicted"
     REVOKED = "revoked"
+    #: its expiry passed (SPEC §13): closed by an ``expire`` operation, never reinstated
+    EXPIRED = "expired"
 
 
 #: A version with one of these statuses is its key's head (at most one per key).
@@ -41,8 +43,12 @@ class OpType(StrEnum):
 
 #: The log row of a predecessor reopened by rollback (SPEC §4): logged, never requested.
 REINSTATE = "reinstate"
+#: The log row of a version whose expiry passed (SPEC §13): recorded by the system, never asked for.
+EXPIRE = "expire"
+#: Who records an expiry (SPEC §13).
+EXPIRY_ACTOR = "system:expiry"
 #: Every ``type`` an operation row may have.
-LOG_TYPES: tuple[str, ...] = (*(op.value for op in OpType), REINSTATE)
+LOG_TYPES: tuple[str, ...] = (*(op.value for op in OpType), REINSTATE, EXPIRE)
 #: The operations an observation's fact may carry (everything but ``restore``, a person's).
 OBSERVATION_OPS: tuple[OpType, ...] = tuple(op for op in OpType if op != OpType.RESTORE)
 #: Statuses ``restore`` undoes: a retraction (revoked) or a rejection / lost resolve.

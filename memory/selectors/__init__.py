@@ -64,6 +64,7 @@ from .cells import (
     versions_with_value,
 )
 from .filtered import EXACT_AT_MOST, frontier_read_filtered, with_min_score
+from .fresh import expiry_checked
 from .frontier import (
     FrontierAsOfRow,
     FrontierPage,
@@ -115,6 +116,7 @@ from .log import (
     operations_page,
     undo_offer,
 )
+from .namespaces import namespaces_page, reachable_namespaces
 from .observations import (
     ObservationPage,
     evidence_effects,
@@ -196,16 +198,16 @@ __all__ = [
     "cell_detail", "cell_head", "cell_lookup", "cell_state", "cell_status", "cell_summary",
     "cell_value", "cells_full", "cells_list", "cells_page", "changes_since", "closed_contests",
     "contested_cells", "count_as_of", "cursor_for", "default_sort", "diff_choices",
-    "evidence_effects", "evidence_for_pruning", "evidence_heads", "evidence_line",
+    "evidence_effects", "expiry_checked", "evidence_for_pruning", "evidence_heads", "evidence_line",
     "extraction_body", "first_pages", "frontier_as_of", "frontier_page", "frontier_read",
     "frontier_read_as_of", "frontier_rows", "graph_window", "head_as_of", "history_page",
     "history_rows", "in_flight", "last_operation_id", "live_fingerprint", "log_page",
     "log_rows", "member_role", "member_roles", "members_list", "namespace_named",
-    "namespace_overview", "observation_detail", "observation_in", "observation_note",
+    "namespace_overview", "namespaces_page", "observation_detail", "observation_in", "observation_note",
     "observation_page", "observation_state", "observation_when_settled", "observation_yield",
     "observations_unsettled", "observations_with_drops", "observations_without_facts",
     "op_steps", "open_contests", "operation_key", "operations_list", "operations_page", "parse_cursor",
-    "raw_read", "resolve_jump", "restorable_versions", "retract_choices", "retraction_notes",
+    "raw_read", "reachable_namespaces", "resolve_jump", "restorable_versions", "retract_choices", "retraction_notes",
     "search_terms",
     "source_trust_list", "status_timeline", "support_as_of", "token_in", "token_row",
     "token_rows", "tokens_list", "undo_offer", "version_at", "version_choices",

@@ -101,7 +101,7 @@ def version_provenance(*, cell: Cell, version_id: int, as_of: datetime | None = 
         return None
     row = (Version.objects.filter(cell=cell, pk=version_id)
            .values("id", "ordinal", "value", "status", "valid_from", "valid_to", "support",
-                   "created_by", "created_at").first())
+                   "created_by", "created_at", "expires_at").first())
     if row is None or (as_of is not None and row["created_at"] > as_of):
         return None
     version: dict[str, Any] = {"version": row["id"],
@@ -248,11 +248,13 @@ def history_rows(*, cell: Cell) -> Iterator[tuple[Any, ...]]:
             .iterator(chunk_size=EXPORT_CHUNK))
 
 
-def version_details(ids: Iterable[int | None]) -> dict[int, tuple[int, Metadata | None]]:
-    """``id -> (ordinal, metadata)`` of the versions named (ids of no version are left out).
-    One statement on the primary key."""
+def version_details(ids: Iterable[int | None],
+                    ) -> dict[int, tuple[int, Metadata | None, datetime | None]]:
+    """``id -> (ordinal, metadata, expires_at)`` of the versions named (ids of no version are
+    left out). One statement on the primary key."""
     wanted = sorted({i for i in ids if isinstance(i, int)})
     if not wanted:
         return {}
-    return {vid: (ordinal, metadata) for vid, ordinal, metadata in
-            Version.objects.filter(pk__in=wanted).values_list("id", "ordinal", "metadata")}
+    return {vid: (ordinal, metadata, expires_at) for vid, ordinal, metadata, expires_at in
+            Version.objects.filter(pk__in=wanted).values_list("id", "ordinal", "metadata",
+                                                              "expires_at")}

@@ -8,6 +8,7 @@ from .batch import Applied, CellNotFound
 from .embeddings import EmbedderMismatch
 from .erase import cell_erase, erase_followup, erase_preview
 from .graph import operation_apply
+from .namespace_delete import NamespaceDeleted, namespace_delete
 from .namespaces import (
     InvalidName,
     LastAdmin,
@@ -62,4 +63,5 @@ __all__ = [
     "operation_apply", "token_authenticate", "token_create", "token_digest", "token_revoke",
     "token_usable", "NotUndoable", "operation_undo", "SourceRefused", "source_claim",
     "token_bind", "trust_clear", "trust_set", "clean_namespace_prefix", "namespace_reached",
+    "NamespaceDeleted", "namespace_delete",
 ]

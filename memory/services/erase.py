@@ -352,6 +352,16 @@ def _delete_key(namespace_id: int, cell_id: int, names: list[str]) -> int:
     return int(versions)
 
 
+def key_rows_delete(*, namespace_id: int, cell_id: int) -> int:
+    """The erase's deletion step alone (step 3): every row of the key, inside the caller's
+    transaction, for a caller that deletes every observation of the namespace too — a
+    namespace's delete (memory.services.namespace_delete) — so there is nothing to redact.
+    Returns the number of versions."""
+    names = [*Cell.objects.filter(pk=cell_id).values_list("key", flat=True),
+             *KeyAlias.objects.filter(cell_id=cell_id).values_list("alias", flat=True)]
+    return _delete_key(namespace_id, cell_id, names)
+
+
 def _without_fk_triggers(cur: Any) -> bool:
     """Turn the foreign-key triggers off for the rest of the transaction, if allowed."""
     try:

@@ -199,7 +199,7 @@ def _take_seqs(namespace: Namespace, n: int) -> int:
 def _fact_dict(key: str, value: str | None, *, op: str | None = None, version: int | None = None,
                hard_commit: bool = False, assertion: str = "asserted",
                reason: str = "", metadata: dict[str, Any] | None = None,
-               annotate: bool = False) -> dict[str, Any]:
+               annotate: bool = False, expires_at: str | None = None) -> dict[str, Any]:
     # origin "client": decided without the model unless the client asked for it (SPEC §5.4).
     fact: dict[str, Any] = {"key": key, "value": value, "op": op, "version": version,
                             "hard_commit": hard_commit, "assertion": assertion,
@@ -210,7 +210,22 @@ def _fact_dict(key: str, value: str | None, *, op: str | None = None, version: i
         fact["reason"] = reason
     if metadata:  # metadata: the client's, carried to the version the fact creates
         fact["metadata"] = metadata
+    if expires_at:  # SPEC §13: kept with the version the fact creates
+        fact["expires_at"] = expires_at
     return fact
+
+
+def fact_expiry(fact: dict[str, Any], received_at: datetime | None) -> str | None:
+    """When the version a sent fact creates expires (ISO, UTC): its ``expires_at``, or its
+    ``ttl`` counted from when the observation was received (from now while it is being
+    received: one recorded and committed at once is extracted before its row exists); None:
+    never."""
+    if fact.get("expires_at"):
+        return str(fact["expires_at"])
+    if fact.get("ttl"):
+        start = received_at or timezone.now()
+        return (start + timedelta(seconds=int(fact["ttl"]))).isoformat()
+    return None
 
 
 def extract_facts(evidence: Evidence) -> dict[str, Any]:
@@ -227,7 +242,8 @@ def _extract(evidence: Evidence, ahead: Sequence[Ahead] = ()) -> tuple[dict[str,
     facts = [
         _fact_dict(f["key"], f.get("value"), op=f.get("op"), version=f.get("version"),
                    hard_commit=bool(f.get("hard_commit")), reason=f.get("reason") or "",
-                   metadata=f.get("metadata"), annotate=bool(f.get("annotate")))
+                   metadata=f.get("metadata"), annotate=bool(f.get("annotate")),
+                   expires_at=fact_expiry(f, evidence.received_at))
         for f in (evidence.facts or [])
     ]
     result: dict[str, Any] = {"facts": facts, "extractor": "client" if facts else None,

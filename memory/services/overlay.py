@@ -35,6 +35,7 @@ from memory.domain.rollback import retracts_head, rollback_chain
 from memory.models import Cell, Namespace
 
 from . import store
+from .expiry import expire_due
 
 
 @dataclass
@@ -252,6 +253,7 @@ def locked_overlay(namespace: Namespace, keys: Sequence[str], creating: set[str]
         # either way its key embedding is still to be written.
         overlay.created = {overlay.cells[k].pk for k in to_create
                            if k in overlay.cells and overlay.cells[k].head_id is None}
+    _expire_locked(namespace, overlay, now)
     for cell in overlay.cells.values():
         overlay.heads[cell.pk] = cell.head_id
     cell_ids = list({c.pk for c in overlay.cells.values()})
@@ -262,11 +264,24 @@ def locked_overlay(namespace: Namespace, keys: Sequence[str], creating: set[str]
     return overlay
 
 
+def _expire_locked(namespace: Namespace, overlay: Overlay, now: datetime) -> None:
+    """SPEC §13: a head whose expiry passed is expired before the batch decides on its cell,
+    so an operation never acts on a value no read serves any more."""
+    headed = sorted({c.pk for c in overlay.cells.values()
+                     if c.head_id is not None and c.expiry_due})
+    if headed and expire_due(namespace_id=namespace.pk, now=now, cell_ids=headed):
+        heads = dict(Cell.objects.filter(pk__in=headed).values_list("pk", "head_id"))
+        for cell in overlay.cells.values():
+            cell.head_id = heads.get(cell.pk, cell.head_id)
+
+
 def snapshot_overlay(namespace: Namespace, keys: Sequence[str]) -> Overlay:
     """The heads (and a contested head's alternatives) of the cells ``keys`` name, read
     without a lock for planning outside a transaction; the drain lock of the namespace keeps
     other commits out until this plan is applied. A key is its cell's own name first, an alias
-    of another cell second."""
+    of another cell second. What is due to expire is expired first (SPEC §13): a plan is never
+    made on a value no read serves any more."""
+    expire_due(namespace_id=namespace.pk)
     overlay = Overlay()
     contested = []
     for name, cell_id, key, head_id, *head in store.heads_of(namespace.pk, sorted(set(keys))):

@@ -343,6 +343,8 @@ def _payload(fact: dict[str, Any]) -> dict[str, Any]:
                                "compared_with": fact["identity_rule"]}
     if fact.get("metadata"):  # metadata: the writer keeps it with the version this creates
         payload["metadata"] = fact["metadata"]
+    if fact.get("expires_at"):  # SPEC §13: the writer keeps it with the version this creates
+        payload["expires_at"] = fact["expires_at"]
     return payload
 
 

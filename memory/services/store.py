@@ -25,8 +25,13 @@ CELL_COLUMNS = tuple(f.attname for f in Cell._meta.concrete_fields
                      if f.attname not in UNUSED_CELL_FIELDS)
 # A name is its cell's own key first, an alias of another cell second; the rows are locked in
 # key order (LockRows runs above the sort), so concurrent batches lock alike.
+# ``due``: the head may have reached its expiry (SPEC §13; a minute ahead of the clock, so the
+# commit's own time is covered): only then does the commit ask memory.services.expiry.
 _LOCK_NAMED_SQL = f"""
-SELECT n.name, n.alias, {', '.join('c.' + column for column in CELL_COLUMNS)}
+SELECT n.name, n.alias,
+       EXISTS (SELECT 1 FROM memory_version v WHERE v.id = c.head_id
+                AND v.expires_at <= clock_timestamp() + interval '1 minute') AS due,
+       {', '.join('c.' + column for column in CELL_COLUMNS)}
   FROM (SELECT key AS name, id, 0 AS alias FROM memory_cell
          WHERE namespace_id = %b AND key = ANY(%b)
         UNION ALL
@@ -54,9 +59,10 @@ def lock_named_cells(namespace_id: int, names: list[str]) -> dict[str, Cell]:
     found: dict[str, Cell] = {}
     with bound_cursor(binary_results=True) as cur:
         cur.execute(_LOCK_NAMED_SQL, [namespace_id, names, namespace_id, names])
-        for name, alias, *row in cur.fetchall():
+        for name, alias, due, *row in cur.fetchall():
             if not alias or name not in found:
                 found[name] = Cell.from_db(connection.alias, CELL_COLUMNS, row)
+                found[name].expiry_due = due
     return found
 
 

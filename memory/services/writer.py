@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 from memory.domain import (
     HEAD_STATUSES,
     NEW,
+    OPEN_STATUSES,
     REINSTATE,
     SETTLED_CHANNEL,
     Decision,
@@ -102,7 +103,8 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     _insert_versions([
         (ids(r.id), namespace.pk, r.cell_id, r.value, str(r.status), r.valid_from, r.valid_to,
          r.support, op_ids[r.created_by or 0], ids(r.supersedes_id), ids(r.alternative_of_id),
-         now, r.restores_id, carried[r.id][1], ordinal, carried[r.id][0])
+         now, r.restores_id, carried[r.id][1], _expiry(ops[r.created_by or 0]), ordinal,
+         carried[r.id][0])
         for r, ordinal in zip(new_rows, ordinals, strict=True)], now)
     _update_versions([r for r in stored if r.status in HEAD_STATUSES], ids, now)
     _insert("memory_supportedge", _SUPPORT_COLUMNS, [
@@ -113,6 +115,8 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
         for ref in op.tomb_refs])
     _carry_support([(ids(r.id), r.restores_id, op_ids[r.created_by or 0])
                     for r in new_rows if r.restores_id is not None])
+    _set_expiry([(ids(ref), op.payload["expires_at"]) for op in ops
+                 for ref in op.support_refs if op.payload.get("expires_at")], now)
     written = Written(operations, ids)
     written.unembedded = _move_heads(namespace.pk, overlay, ids, now, vectors, grown)
     _grow_version_counts(grown)  # the cells that gained versions but kept their head
@@ -201,7 +205,7 @@ _VERSION_COLUMNS = (
     ("status", "varchar"), ("valid_from", "timestamptz"), ("valid_to", "timestamptz"),
     ("support", "int"), ("created_by_id", "bigint"), ("supersedes_id", "bigint"),
     ("alternative_of_id", "bigint"), ("created_at", "timestamptz"), ("restores_id", "bigint"),
-    ("metadata", "jsonb"))
+    ("metadata", "jsonb"), ("expires_at", "timestamptz"))
 #: Carried with the versions' columns, not stored: the version whose metadata one starts from.
 _BASE_COLUMN = ("base_id", "bigint")
 _SUPPORT_COLUMNS = (("version_id", "bigint"), ("evidence_id", "bigint"),
@@ -263,6 +267,24 @@ def _carried_metadata(new_rows: list[VersionRow], ops: Sequence[PendingOp],
             base = None
         out[row.id] = (base, own)
     return {i: (base, Jsonb(own) if own else None) for i, (base, own) in out.items()}
+
+
+def _expiry(op: PendingOp) -> datetime | None:
+    """When the version expires (SPEC §13): its fact's ``expires_at``, or never."""
+    raw = op.payload.get("expires_at")
+    return datetime.fromisoformat(raw) if raw else None
+
+
+def _set_expiry(rows: list[tuple[int | None, str]], now: datetime) -> None:
+    """SPEC §13: a fact with an expiry that supports a value (the same value sent again) sets
+    that value's expiry — never before the commit, so no past reads other than they were."""
+    if rows:
+        with bound_cursor() as cur:
+            cur.execute("UPDATE memory_version AS v SET expires_at = GREATEST(u.e, %b)"
+                        " FROM unnest(%b::bigint[], %b::timestamptz[]) AS u(id, e)"
+                        " WHERE v.id = u.id AND v.status = ANY(%b::varchar[])",
+                        [now, [r[0] for r in rows], [datetime.fromisoformat(r[1]) for r in rows],
+                         sorted(s.value for s in OPEN_STATUSES)])
 
 
 # A new version starts from its base's metadata (_carried_metadata), its own entries over it.

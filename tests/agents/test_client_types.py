@@ -24,12 +24,14 @@ PARSED_FROM: dict[type, str] = {
     t.Observation: "ObservationOut", t.Alternative: "AlternativeOut",
     t.HistoryEntry: "VersionOut", t.HistoryPage: "HistoryPageOut", t.Cell: "CellOut",
     t.Operation: "OperationOut", t.ReadResult: "ReadOut", t.EraseReport: "EraseReportOut",
+    t.NamespaceInfo: "NamespaceRowOut", t.NamespaceDeleted: "NamespaceDeletedOut",
 }
 #: Answer fields the client leaves in ``raw`` (a caller reads them there).
 LEFT_IN_RAW: dict[str, set[str]] = {
     "WhoAmIOut": {"name", "prefix", "expires_at"},
     "ObservationOut": {"extraction"},
     "CellOut": {"rendered"},
+    "NamespaceDeletedOut": {"deleted"},
     "OperationOut": {"raw_output", "payload"},
     "HistoryPageOut": {"next_url"},
     "EraseReportOut": {"versions_erased", "mentions_truncated", "values_unsearched",

@@ -242,3 +242,30 @@ def _only_key(ns: Any) -> str:
     """The LangGraph key of the one item the agent wrote (its memory id)."""
     metadata = Version.objects.filter(namespace=ns).values_list("metadata", flat=True).first()
     return metadata["langgraph.key"]
+
+
+def test_a_ttl_ends_the_item_and_a_read_refreshes_it(store):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    assert store.supports_ttl
+    store.put(MEMORIES, "trip", {"content": "in Rome"}, ttl=60)  # minutes
+    first = Version.objects.get(namespace=store.ns)
+    assert first.expires_at is not None
+    assert abs((first.expires_at - first.created_at) - timedelta(minutes=60)) < timedelta(seconds=5)
+    # A read with refresh_ttl moves the expiry (the value sent again supports itself).
+    Version.objects.filter(pk=first.pk).update(
+        expires_at=timezone.now() + timedelta(minutes=5))
+    assert store.get(MEMORIES, "trip", refresh_ttl=False).value == {"content": "in Rome"}
+    assert Version.objects.get(pk=first.pk).expires_at < timezone.now() + timedelta(minutes=6)
+    assert store.get(MEMORIES, "trip").value == {"content": "in Rome"}  # refreshes by default
+    moved = Version.objects.get(pk=first.pk)
+    assert moved.expires_at > timezone.now() + timedelta(minutes=55)
+    assert Version.objects.filter(namespace=store.ns).count() == 1  # no new version
+    # Past the instant the item is gone from get and search; its history says expired.
+    Version.objects.filter(pk=first.pk).update(
+        expires_at=moved.created_at + timedelta(milliseconds=1))
+    assert store.get(MEMORIES, "trip") is None
+    assert store.search(MEMORIES, query="Rome") == []
+    assert [h["status"] for h in store.history(MEMORIES, "trip")] == ["expired"]

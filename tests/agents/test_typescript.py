@@ -90,12 +90,15 @@ def test_node_tests_pass_against_a_live_server(package: Path, api_url: str):
     env = {**os.environ, "PMEM_URL": api_url, "PMEM_TOKEN": _token("ts-client"),
            "PMEM_APP_PREFIX": "tsapp-",
            "PMEM_APP_TOKEN": token_create(namespace_prefix="tsapp-", client="ts-app",
-                                          scope="write").key}
+                                          scope="write").key,
+           "PMEM_REVIEW_APP_PREFIX": "tsrev-",
+           "PMEM_REVIEW_APP_TOKEN": token_create(namespace_prefix="tsrev-", client="ts-rev",
+                                                 scope="review").key}
     ran = subprocess.run([NODE, "--test", str(package / "test" / "client.test.mjs")],
                          capture_output=True, text=True, timeout=600, env=env, cwd=package)
     sys.stdout.write(ran.stdout[-4000:])
     assert ran.returncode == 0, ran.stdout[-8000:] + ran.stderr[-2000:]
-    assert "# fail 0" in ran.stdout and "# pass 7" in ran.stdout
+    assert "# fail 0" in ran.stdout and "# pass 8" in ran.stdout
 
 
 @pytest.mark.django_db(transaction=True)

@@ -154,6 +154,8 @@ def test_every_endpoint_answers_what_the_schema_declares(checked: Checked, ns: A
       template=f"{n}/answer/")
     c("delete", f"{base}/cells/alice_city/?report=1", status=200, template=f"{n}/cells/{{key}}/")
     c("delete", f"{base}/cells/mug_location/", status=204, template=f"{n}/cells/{{key}}/")
+    c("get", f"{API}/namespaces/?limit=1", status=200, template="/api/v1/namespaces/")
+    c("delete", f"{base}/?report=1", status=200, template=f"{n}/")
     declared = {(path, method) for path, item in c.schema.served["paths"].items()
                 for method in item if path.startswith("/api/v1/")}
     reached = {(path, method) for path, method, _ in c.seen}

@@ -20,8 +20,8 @@ def test_a_cell_shows_its_heads_status_or_empty():
     assert cell_status(Status.CONTESTED) == CellStatus.CONTESTED
 
 
-def test_the_log_knows_every_operation_and_the_reinstatement():
-    assert LOG_TYPES == (*(op.value for op in OpType), "reinstate")
+def test_the_log_knows_every_operation_the_reinstatement_and_the_expiry():
+    assert LOG_TYPES == (*(op.value for op in OpType), "reinstate", "expire")
 
 
 def test_reviewers_and_superusers_act_and_viewers_only_see():

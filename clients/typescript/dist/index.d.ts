@@ -31,6 +31,10 @@ export type EraseReport = Schemas["EraseReportOut"];
 export type Graph = Schemas["GraphOut"];
 /** A version as the API takes it: its id, or the key's own ordinal as `"v3"`. */
 export type VersionRef = number | `v${number}`;
+/** A namespace the token reaches, with how many keys it holds and when it was last written. */
+export type NamespaceInfo = Schemas["NamespaceRowOut"];
+/** After a namespace's deletion with `report: true`: what it held. */
+export type NamespaceDeleted = Schemas["NamespaceDeletedOut"];
 /** A flat object of strings, numbers and booleans kept with the version a fact creates. */
 export type Metadata = Record<string, string | number | boolean>;
 /** A fact to remember: `{ key, value }`, with an `op` to force one, `metadata` to keep,
@@ -40,6 +44,12 @@ export type Fact = Omit<Schemas["FactInRequest"], "hard_commit" | "annotate" | "
     annotate?: boolean;
     metadata?: Metadata | null;
 };
+/** One turn of a chat session: `at` is ISO-8601 with a zone (or a Date). */
+export type Message = Omit<Schemas["MessageInRequest"], "at"> & {
+    at?: string | Date;
+};
+/** One result of `rememberMany`, in the order sent. */
+export type BatchResult = Schemas["ObservationAcceptedOut"];
 export type ReadMode = Schemas["ReadInModeEnum"];
 export type Disclosure = Schemas["DiscloseEnum"];
 /** What `retract`, `contest`, `resolve`, `accept`, `reject` and `restore` give back. */
@@ -83,8 +93,22 @@ export interface Scoped {
     /** The namespace of this call (else the client's). */
     namespace?: string;
 }
+/** One observation of `rememberMany`: `remember`'s fields, without `wait`. */
+export interface ObservationInput {
+    text?: string;
+    /** A chat session, recorded as one observation and read as its transcript (at most 500). */
+    messages?: Message[];
+    facts?: Fact[];
+    source?: string;
+    observedAt?: string | Date;
+    /** Made per item when left out: a resent list never stores an item twice. */
+    idempotencyKey?: string;
+}
 export interface RememberInput extends Scoped {
     text?: string;
+    /** A chat session, recorded as one observation and read as its transcript (at most 500);
+     * `observedAt` defaults to the last `at`. */
+    messages?: Message[];
     facts?: Fact[];
     source?: string;
     /** When it was true in the world (ISO-8601 with a zone, or a Date). */
@@ -93,6 +117,10 @@ export interface RememberInput extends Scoped {
     wait?: boolean;
     /** Made per call when left out: the client's retries never store it twice. */
     idempotencyKey?: string;
+    /** Seconds: every fact without its own expiry is never current after that long. */
+    ttl?: number;
+    /** ISO-8601 with a zone, or a Date: every fact without its own expiry ends then. */
+    expiresAt?: string | Date;
 }
 export interface RecallOptions extends Scoped {
     mode?: ReadMode;
@@ -107,6 +135,11 @@ export interface RecallOptions extends Scoped {
 export interface OpOptions extends Scoped {
     idempotencyKey?: string;
 }
+/** The most observations one batch request carries, and about how many bytes of JSON. */
+export declare const BATCH_ITEMS = 1000;
+export declare const BATCH_BYTES = 900000;
+/** Items cut into requests, in order: at most `BATCH_ITEMS` and about `BATCH_BYTES` each. */
+export declare function batches<T>(items: T[], size?: number, maxBytes?: number): T[][];
 /** The P-Mem API: one method per capability, as the Python client's. */
 export declare class Client {
     #private;
@@ -123,6 +156,16 @@ export declare class Client {
      * unless `wait: false`. An application token's first write to a namespace creates it.
      */
     remember(input: RememberInput): Promise<Observation>;
+    /**
+     * Record many observations in order, in batch requests of at most 1,000 (a longer list is
+     * sent in chunks, each stored whole or not at all: a bad item is a BadRequest naming its
+     * path within its chunk, e.g. `observations[57].facts[0].key`). Each item without an
+     * idempotency key gets one, so a resent list stores nothing twice. One result per item
+     * (`id`, `seq`, `status`, `replayed`); with `wait` (default true) once committed.
+     */
+    rememberMany(observations: ObservationInput[], options?: Scoped & {
+        wait?: boolean;
+    }): Promise<BatchResult[]>;
     /** An observation's status and, once committed, its operations. */
     observation(id: number, options?: Scoped): Promise<Observation>;
     /**
@@ -214,6 +257,19 @@ export declare class Client {
         filter?: Metadata;
         pageSize?: number;
     }): AsyncGenerator<Cell>;
+    /** The namespaces this token reaches (an application token: those of its prefix), by name. */
+    namespaces(options?: {
+        pageSize?: number;
+    }): AsyncGenerator<NamespaceInfo>;
+    /**
+     * Delete the namespace and everything in it (SPEC §13; scope `review`): it answers 404
+     * afterwards and its name starts empty.
+     */
+    deleteNamespace(options?: Scoped & {
+        report?: boolean;
+    }): Promise<NamespaceDeleted | null>;
+    /** The namespace as NDJSON (what `pmem_import` reads back; scope `review`). */
+    export(options?: Scoped): Promise<string>;
     /** Privacy erase (SPEC §6): the key and its values are gone for good. */
     erase(key: string, options?: Scoped & {
         report?: boolean;

@@ -40,6 +40,45 @@ function retryAfterMs(header) {
     const when = Date.parse(header);
     return Number.isNaN(when) ? undefined : Math.max(when - Date.now(), 0);
 }
+/** The most observations one batch request carries, and about how many bytes of JSON. */
+export const BATCH_ITEMS = 1000;
+export const BATCH_BYTES = 900_000;
+function messagesBody(messages) {
+    return messages.map((m) => (m.at === undefined ? { ...m } : { ...m, at: time(m.at) }));
+}
+function batchItem(item) {
+    const body = {
+        idempotency_key: item.idempotencyKey ?? newIdempotencyKey(),
+    };
+    if (item.text !== undefined)
+        body.text = item.text;
+    if (item.messages !== undefined)
+        body.messages = messagesBody(item.messages);
+    if (item.facts !== undefined)
+        body.facts = item.facts;
+    if (item.source !== undefined)
+        body.source = item.source;
+    if (item.observedAt !== undefined)
+        body.observed_at = time(item.observedAt);
+    return body;
+}
+/** Items cut into requests, in order: at most `BATCH_ITEMS` and about `BATCH_BYTES` each. */
+export function batches(items, size = BATCH_ITEMS, maxBytes = BATCH_BYTES) {
+    const out = [[]];
+    let used = 0;
+    const encoder = new TextEncoder();
+    for (const item of items) {
+        const weight = encoder.encode(JSON.stringify(item)).length + 1;
+        const last = out[out.length - 1];
+        if (last.length && (last.length >= size || used + weight > maxBytes)) {
+            out.push([]);
+            used = 0;
+        }
+        out[out.length - 1].push(item);
+        used += weight;
+    }
+    return out.filter((chunk) => chunk.length > 0);
+}
 function settled(observation) {
     return observation.status === "committed" || observation.status === "failed";
 }
@@ -182,8 +221,11 @@ export class Client {
         };
         if (input.text !== undefined)
             body.text = input.text;
-        if (input.facts !== undefined)
-            body.facts = input.facts;
+        if (input.messages !== undefined)
+            body.messages = messagesBody(input.messages);
+        const facts = withExpiry(input);
+        if (facts !== undefined)
+            body.facts = facts;
         if (input.source !== undefined)
             body.source = input.source;
         if (input.observedAt !== undefined)
@@ -195,6 +237,35 @@ export class Client {
             params: { wait }, json: body,
         });
         return wait ? this.#untilSettled(namespace, recorded) : recorded;
+    }
+    /**
+     * Record many observations in order, in batch requests of at most 1,000 (a longer list is
+     * sent in chunks, each stored whole or not at all: a bad item is a BadRequest naming its
+     * path within its chunk, e.g. `observations[57].facts[0].key`). Each item without an
+     * idempotency key gets one, so a resent list stores nothing twice. One result per item
+     * (`id`, `seq`, `status`, `replayed`); with `wait` (default true) once committed.
+     */
+    async rememberMany(observations, options = {}) {
+        const wait = options.wait ?? true;
+        const url = `${await this.#nsPath(options.namespace)}observations/batch/`;
+        const out = [];
+        for (const chunk of batches(observations.map(batchItem))) {
+            const call = { method: "POST", url, params: { wait }, json: { observations: chunk } };
+            let results = (await this.#send(call)).results;
+            const first = results;
+            let waited = 0;
+            let delay = 500;
+            // A chunk the server's own wait left unsettled is sent again: its items replay.
+            while (wait && !results.every(settled) && waited < this.waitTimeoutMs) {
+                await sleep(delay);
+                waited += delay;
+                delay = Math.min(delay * 1.5, 5000);
+                results = (await this.#send(call)).results
+                    .map((r, i) => ({ ...r, replayed: first[i].replayed }));
+            }
+            out.push(...results);
+        }
+        return out;
     }
     async #untilSettled(namespace, recorded) {
         let waited = 0;
@@ -381,6 +452,27 @@ export class Client {
             params: { status: options.status, search: options.search, as_of: time(options.asOf),
                 limit: options.pageSize, filter } });
     }
+    /** The namespaces this token reaches (an application token: those of its prefix), by name. */
+    async *namespaces(options = {}) {
+        yield* this.#pages({ method: "GET", url: "api/v1/namespaces/",
+            params: { limit: options.pageSize } });
+    }
+    /**
+     * Delete the namespace and everything in it (SPEC §13; scope `review`): it answers 404
+     * afterwards and its name starts empty.
+     */
+    async deleteNamespace(options = {}) {
+        const answer = await this.#send({ method: "DELETE",
+            url: await this.#nsPath(options.namespace),
+            params: options.report ? { report: "1" } : undefined });
+        return options.report ? answer : null;
+    }
+    /** The namespace as NDJSON (what `pmem_import` reads back; scope `review`). */
+    async export(options = {}) {
+        const body = await this.#send({ method: "GET",
+            url: `${await this.#nsPath(options.namespace)}export/` });
+        return typeof body === "string" ? body : `${JSON.stringify(body)}\n`;
+    }
     /** Privacy erase (SPEC §6): the key and its values are gone for good. */
     async erase(key, options = {}) {
         const answer = await this.#send({ method: "DELETE",
@@ -388,4 +480,17 @@ export class Client {
             params: options.report ? { report: "1" } : undefined });
         return options.report ? answer : null;
     }
+}
+/** The facts, each with the call's `ttl` or `expiresAt` unless it carries its own. */
+function withExpiry(input) {
+    const { facts, ttl, expiresAt } = input;
+    if (ttl === undefined && expiresAt === undefined)
+        return facts;
+    if (ttl !== undefined && expiresAt !== undefined) {
+        throw new PmemError("give ttl or expiresAt, not both");
+    }
+    if (!facts?.length)
+        throw new PmemError("ttl and expiresAt apply to facts: pass facts");
+    const extra = ttl !== undefined ? { ttl } : { expires_at: time(expiresAt) };
+    return facts?.map((f) => ("ttl" in f || "expires_at" in f ? f : { ...f, ...extra }));
 }

@@ -3,6 +3,50 @@
  * Do not make direct changes to the file.
  */
 export interface paths {
+    "/api/v1/namespaces/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The namespaces this token reaches (keyset-paginated by name)
+         * @description An application token: every namespace under its prefix; a namespace's token: its own; a person: those they are a member of.
+         *
+         *     Token scope: `read` (or a member role that covers it).
+         */
+        get: operations["namespaces_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/namespaces/{ns}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete the namespace and everything in it (SPEC §13)
+         * @description Every key erased (SPEC §6), every observation, token, member and trust level deleted, then the namespace: it answers 404 afterwards and its name starts empty. An audit record (who, when, a digest of the name, counts) remains. With report=1: 200 with the counts.
+         *
+         *     Token scope: `review` (or a member role that covers it).
+         */
+        delete: operations["namespace_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/namespaces/{ns}/answer/": {
         parameters: {
             query?: never;
@@ -253,6 +297,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/namespaces/{ns}/observations/batch/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Record many observations at once, in order
+         * @description Each item as the single endpoint takes it (at most 1,000). The whole batch is checked first: one bad item is a 400 naming its path (observations[57].facts[0].key) and nothing is stored. Then every item is stored in the given order, in one transaction, with consecutive seqs. An item whose idempotency_key was used with the same request replays it (replayed: true, nothing new stored); with another request the batch is a 409 and nothing is stored. With wait=1 the answer (201) comes once every item is committed or failed.
+         *
+         *     Token scope: `write` (or a member role that covers it).
+         */
+        post: operations["observation_batch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/namespaces/{ns}/operations/": {
         parameters: {
             query?: never;
@@ -337,6 +403,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
         };
         /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
         AnswerCostOut: {
@@ -418,6 +489,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
             support: number;
             alternatives: components["schemas"]["AlternativeOut"][];
             /** @description at most `history` entries, newest first */
@@ -456,6 +532,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
             support: number | null;
             /** Format: date-time */
             created_at?: string;
@@ -593,6 +674,13 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /** @description seconds (1 to 10 years): the version this fact creates is never current after that long from when the observation was received (SPEC §13) */
+            ttl?: number;
+            /**
+             * Format: date-time
+             * @description an ISO-8601 time with a zone: the version this fact creates is never current from then on (SPEC §13)
+             */
+            expires_at?: string;
         };
         /** @description A fact as the client sent it (CONTRACT "Observations"). */
         FactOut: {
@@ -605,6 +693,10 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /** @description seconds, as sent (SPEC §13) */
+            ttl?: number;
+            /** @description as sent (SPEC §13) */
+            expires_at?: string;
         };
         /** @description A cell of a frontier read: its line of the context and its score. */
         FrontierItemOut: {
@@ -618,6 +710,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
             support?: number;
             /** Format: date-time */
             created_at?: string;
@@ -688,6 +785,52 @@ export interface components {
          * @enum {string}
          */
         MentionOutKindEnum: "cell" | "operation" | "evidence";
+        /** @description One turn of a chat session. */
+        MessageInRequest: {
+            /** @description user, assistant, system, tool, … */
+            role: string;
+            content: string;
+            /** @description the speaker, shown in the transcript instead of the role */
+            name?: string;
+            /** @description when it was said: ISO 8601 with a zone (Z or an offset) */
+            at?: string;
+        };
+        /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
+        MessageOut: {
+            role: string;
+            content: string;
+            name?: string;
+            /** @description ISO 8601 in UTC */
+            at?: string;
+        };
+        /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
+        NamespaceDeletedOut: {
+            deleted: boolean;
+            /** @description hex SHA-256 of the deleted name (the audit's) */
+            name_digest: string;
+            /** @description cells, versions, operations, observations, tokens and members it held */
+            counts: {
+                [key: string]: number;
+            };
+        };
+        /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
+        NamespaceListOut: {
+            results: components["schemas"]["NamespaceRowOut"][];
+            next: string | null;
+        };
+        /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
+        NamespaceRowOut: {
+            name: string;
+            /** @description how many keys it holds */
+            cells: number;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description its newest observation or operation; null: none yet
+             */
+            last_write_at: string | null;
+        };
         /** @description An observation stored and queued, not committed yet. */
         ObservationAcceptedOut: {
             id: number;
@@ -696,6 +839,13 @@ export interface components {
             /** @description True when the idempotency_key was used before with the same request: this is the first observation, nothing new was stored. */
             replayed: boolean;
         };
+        ObservationBatchInRequest: {
+            observations: components["schemas"]["ObservationInRequest"][];
+        };
+        /** @description A batch of observations: one result per item, in the order sent. */
+        ObservationBatchOut: {
+            results: components["schemas"]["ObservationAcceptedOut"][];
+        };
         ObservationInRequest: {
             text?: string;
             facts?: components["schemas"]["FactInRequest"][];
@@ -703,6 +853,8 @@ export interface components {
             /** Format: date-time */
             observed_at?: string | null;
             idempotency_key?: string;
+            /** @description A chat session, kept with the observation and read as its text (one line per message: [time] speaker: content); observed_at defaults to the last message's time. */
+            messages?: components["schemas"]["MessageInRequest"][];
             /**
              * @description With facts: true extracts facts from the text too. Left out, text sent with facts is their evidence only (kept, shown by raw reads, not extracted).
              * @default false
@@ -718,6 +870,8 @@ export interface components {
             source: string;
             text: string;
             facts: components["schemas"]["FactOut"][] | null;
+            /** @description The chat session it was sent as (its text is their transcript); null for an observation sent without messages. */
+            messages?: components["schemas"]["MessageOut"][] | null;
             /** Format: date-time */
             observed_at: string | null;
             /** Format: date-time */
@@ -937,6 +1091,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
             /** @description null as of a past time */
             support: number | null;
             /** Format: date-time */
@@ -967,6 +1126,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
         };
         /** @description Rendered from the token itself. */
         WhoAmIOut: {
@@ -994,6 +1158,91 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    namespaces_list: {
+        parameters: {
+            query?: {
+                after?: string;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespaceListOut"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    namespace_delete: {
+        parameters: {
+            query?: {
+                /** @description 1: answer the counts */
+                report?: number;
+            };
+            header?: never;
+            path: {
+                ns: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespaceDeletedOut"];
+                };
+            };
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
     answer: {
         parameters: {
             query?: never;
@@ -1625,6 +1874,74 @@ export interface operations {
             };
         };
     };
+    observation_batch: {
+        parameters: {
+            query?: {
+                /** @description 1: answer once every item is committed */
+                wait?: number;
+            };
+            header?: never;
+            path: {
+                ns: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ObservationBatchInRequest"];
+            };
+        };
+        responses: {
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ObservationBatchOut"];
+                };
+            };
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ObservationBatchOut"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
     operations_list: {
         parameters: {
             query?: {
@@ -1636,7 +1953,7 @@ export interface operations {
                 /** @description a part of the key (normalised like a key) */
                 key_contains?: string;
                 limit?: number;
-                op?: "accept" | "contest" | "noop" | "reinstate" | "reject" | "resolve" | "restore" | "revoke";
+                op?: "accept" | "contest" | "expire" | "noop" | "reinstate" | "reject" | "resolve" | "restore" | "revoke";
                 /** @description the evidence's source */
                 source?: string;
             };

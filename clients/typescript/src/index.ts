@@ -45,6 +45,10 @@ export type Graph = Schemas["GraphOut"];
 /** A version as the API takes it: its id, or the key's own ordinal as `"v3"`. */
 export type VersionRef = number | `v${number}`;
 
+/** A namespace the token reaches, with how many keys it holds and when it was last written. */
+export type NamespaceInfo = Schemas["NamespaceRowOut"];
+/** After a namespace's deletion with `report: true`: what it held. */
+export type NamespaceDeleted = Schemas["NamespaceDeletedOut"];
 /** A flat object of strings, numbers and booleans kept with the version a fact creates. */
 export type Metadata = Record<string, string | number | boolean>;
 /** A fact to remember: `{ key, value }`, with an `op` to force one, `metadata` to keep,
@@ -131,6 +135,10 @@ export interface RememberInput extends Scoped {
   wait?: boolean;
   /** Made per call when left out: the client's retries never store it twice. */
   idempotencyKey?: string;
+  /** Seconds: every fact without its own expiry is never current after that long. */
+  ttl?: number;
+  /** ISO-8601 with a zone, or a Date: every fact without its own expiry ends then. */
+  expiresAt?: string | Date;
 }
 
 export interface RecallOptions extends Scoped {
@@ -371,7 +379,8 @@ export class Client {
     };
     if (input.text !== undefined) body.text = input.text;
     if (input.messages !== undefined) body.messages = messagesBody(input.messages);
-    if (input.facts !== undefined) body.facts = input.facts;
+    const facts = withExpiry(input);
+    if (facts !== undefined) body.facts = facts;
     if (input.source !== undefined) body.source = input.source;
     if (input.observedAt !== undefined) body.observed_at = time(input.observedAt);
     const wait = input.wait ?? true;
@@ -628,6 +637,31 @@ export class Client {
         limit: options.pageSize, filter } });
   }
 
+  /** The namespaces this token reaches (an application token: those of its prefix), by name. */
+  async *namespaces(options: { pageSize?: number } = {}): AsyncGenerator<NamespaceInfo> {
+    yield* this.#pages<NamespaceInfo>({ method: "GET", url: "api/v1/namespaces/",
+      params: { limit: options.pageSize } });
+  }
+
+  /**
+   * Delete the namespace and everything in it (SPEC §13; scope `review`): it answers 404
+   * afterwards and its name starts empty.
+   */
+  async deleteNamespace(options: Scoped & { report?: boolean } = {}
+  ): Promise<NamespaceDeleted | null> {
+    const answer = await this.#send<NamespaceDeleted | null>({ method: "DELETE",
+      url: await this.#nsPath(options.namespace),
+      params: options.report ? { report: "1" } : undefined });
+    return options.report ? answer : null;
+  }
+
+  /** The namespace as NDJSON (what `pmem_import` reads back; scope `review`). */
+  async export(options: Scoped = {}): Promise<string> {
+    const body = await this.#send<unknown>({ method: "GET",
+      url: `${await this.#nsPath(options.namespace)}export/` });
+    return typeof body === "string" ? body : `${JSON.stringify(body)}\n`;
+  }
+
   /** Privacy erase (SPEC §6): the key and its values are gone for good. */
   async erase(key: string, options: Scoped & { report?: boolean } = {}
   ): Promise<EraseReport | null> {
@@ -636,4 +670,16 @@ export class Client {
       params: options.report ? { report: "1" } : undefined });
     return options.report ? answer : null;
   }
+}
+
+/** The facts, each with the call's `ttl` or `expiresAt` unless it carries its own. */
+function withExpiry(input: RememberInput): Fact[] | undefined {
+  const { facts, ttl, expiresAt } = input;
+  if (ttl === undefined && expiresAt === undefined) return facts;
+  if (ttl !== undefined && expiresAt !== undefined) {
+    throw new PmemError("give ttl or expiresAt, not both");
+  }
+  if (!facts?.length) throw new PmemError("ttl and expiresAt apply to facts: pass facts");
+  const extra = ttl !== undefined ? { ttl } : { expires_at: time(expiresAt) };
+  return facts?.map((f) => ("ttl" in f || "expires_at" in f ? f : { ...f, ...extra }));
 }

@@ -6,6 +6,50 @@
  */
 
 export interface paths {
+    "/api/v1/namespaces/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The namespaces this token reaches (keyset-paginated by name)
+         * @description An application token: every namespace under its prefix; a namespace's token: its own; a person: those they are a member of.
+         *
+         *     Token scope: `read` (or a member role that covers it).
+         */
+        get: operations["namespaces_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/namespaces/{ns}/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete the namespace and everything in it (SPEC §13)
+         * @description Every key erased (SPEC §6), every observation, token, member and trust level deleted, then the namespace: it answers 404 afterwards and its name starts empty. An audit record (who, when, a digest of the name, counts) remains. With report=1: 200 with the counts.
+         *
+         *     Token scope: `review` (or a member role that covers it).
+         */
+        delete: operations["namespace_delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/namespaces/{ns}/answer/": {
         parameters: {
             query?: never;
@@ -362,6 +406,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
         };
         /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
         AnswerCostOut: {
@@ -443,6 +492,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
             support: number;
             alternatives: components["schemas"]["AlternativeOut"][];
             /** @description at most `history` entries, newest first */
@@ -481,6 +535,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
             support: number | null;
             /** Format: date-time */
             created_at?: string;
@@ -618,6 +677,13 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /** @description seconds (1 to 10 years): the version this fact creates is never current after that long from when the observation was received (SPEC §13) */
+            ttl?: number;
+            /**
+             * Format: date-time
+             * @description an ISO-8601 time with a zone: the version this fact creates is never current from then on (SPEC §13)
+             */
+            expires_at?: string;
         };
         /** @description A fact as the client sent it (CONTRACT "Observations"). */
         FactOut: {
@@ -630,6 +696,10 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /** @description seconds, as sent (SPEC §13) */
+            ttl?: number;
+            /** @description as sent (SPEC §13) */
+            expires_at?: string;
         };
         /** @description A cell of a frontier read: its line of the context and its score. */
         FrontierItemOut: {
@@ -643,6 +713,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
             support?: number;
             /** Format: date-time */
             created_at?: string;
@@ -730,6 +805,34 @@ export interface components {
             name?: string;
             /** @description ISO 8601 in UTC */
             at?: string;
+        };
+        /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
+        NamespaceDeletedOut: {
+            deleted: boolean;
+            /** @description hex SHA-256 of the deleted name (the audit's) */
+            name_digest: string;
+            /** @description cells, versions, operations, observations, tokens and members it held */
+            counts: {
+                [key: string]: number;
+            };
+        };
+        /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
+        NamespaceListOut: {
+            results: components["schemas"]["NamespaceRowOut"][];
+            next: string | null;
+        };
+        /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
+        NamespaceRowOut: {
+            name: string;
+            /** @description how many keys it holds */
+            cells: number;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description its newest observation or operation; null: none yet
+             */
+            last_write_at: string | null;
         };
         /** @description An observation stored and queued, not committed yet. */
         ObservationAcceptedOut: {
@@ -991,6 +1094,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
             /** @description null as of a past time */
             support: number | null;
             /** Format: date-time */
@@ -1021,6 +1129,11 @@ export interface components {
             metadata?: {
                 [key: string]: string | number | boolean;
             } | null;
+            /**
+             * Format: date-time
+             * @description from this instant the version is never current (SPEC §13); null: never
+             */
+            expires_at?: string | null;
         };
         /** @description Rendered from the token itself. */
         WhoAmIOut: {
@@ -1048,6 +1161,91 @@ export interface components {
 }
 export type $defs = Record<string, never>;
 export interface operations {
+    namespaces_list: {
+        parameters: {
+            query?: {
+                after?: string;
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespaceListOut"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    namespace_delete: {
+        parameters: {
+            query?: {
+                /** @description 1: answer the counts */
+                report?: number;
+            };
+            header?: never;
+            path: {
+                ns: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NamespaceDeletedOut"];
+                };
+            };
+            /** @description No response body */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
     answer: {
         parameters: {
             query?: never;
@@ -1758,7 +1956,7 @@ export interface operations {
                 /** @description a part of the key (normalised like a key) */
                 key_contains?: string;
                 limit?: number;
-                op?: "accept" | "contest" | "noop" | "reinstate" | "reject" | "resolve" | "restore" | "revoke";
+                op?: "accept" | "contest" | "expire" | "noop" | "reinstate" | "reject" | "resolve" | "restore" | "revoke";
                 /** @description the evidence's source */
                 source?: string;
             };

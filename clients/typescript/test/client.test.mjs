@@ -1,7 +1,8 @@
 // pmem-client against a live P-Mem server (Node's test runner). The server, its tokens and the
 // built client come from the environment tests/agents/test_typescript.py sets:
 // PMEM_URL, PMEM_TOKEN (a review token of one namespace), PMEM_APP_TOKEN (an application
-// token of the prefix PMEM_APP_PREFIX), PMEM_CLIENT_MODULE (the built dist/index.js).
+// token of the prefix PMEM_APP_PREFIX), PMEM_REVIEW_APP_TOKEN (one of scope review, of the prefix
+// PMEM_REVIEW_APP_PREFIX), PMEM_CLIENT_MODULE (the built dist/index.js).
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { pathToFileURL } from "node:url";
@@ -140,4 +141,24 @@ test("a chat session is one observation, and rememberMany keeps order in chunks"
   await assert.rejects(memory.rememberMany([{ text: "ok" }, { facts: [{ key: "", value: "x" }] }]),
     (err) => err instanceof BadRequest && /observations\[1\]\.facts\[0\]\.key/.test(err.message));
   assert.deepEqual(pmem.batches([1, 2, 3], 2).map((c) => c.length), [2, 1]);
+});
+
+test("an application lists, exports and deletes its users' namespaces; facts expire", async () => {
+  const reviewer = new Client({ baseUrl, token: process.env.PMEM_REVIEW_APP_TOKEN });
+  const ns = `${process.env.PMEM_REVIEW_APP_PREFIX}erin`;
+  await reviewer.remember({ namespace: ns, facts: [{ key: "door_code", value: "4711" }],
+    ttl: 3600 });
+  const fact = await reviewer.getFact("door_code", { namespace: ns });
+  assert.equal(fact.value, "4711");
+  assert.ok(fact.expires_at && Date.parse(fact.expires_at) > Date.now());
+  await assert.rejects(reviewer.remember({ namespace: ns, text: "no facts", ttl: 60 }), PmemError);
+  const listed = await collect(reviewer.namespaces());
+  assert.deepEqual(listed.map((n) => [n.name, n.cells]), [[ns, 1]]);
+  const exported = await reviewer.export({ namespace: ns });
+  assert.equal(JSON.parse(exported.split("\n")[0]).namespace, ns);
+  assert.ok(exported.includes('"4711"'));
+  const gone = await reviewer.deleteNamespace({ namespace: ns, report: true });
+  assert.equal(gone.counts.cells, 1);
+  await assert.rejects(reviewer.getFact("door_code", { namespace: ns }), NotFound);
+  assert.deepEqual(await collect(reviewer.namespaces()), []);
 });

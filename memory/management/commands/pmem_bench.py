@@ -82,35 +82,7 @@ class Command(BaseCommand):
         parser.add_argument("--baseline", type=Path, default=None,
                             help="perf graph, throughput: a checkout of older code (same "
                                  "schema) measured beside this one")
-        parser.add_argument("--latency", type=float, default=1.0,
-                            help="throughput: seconds the scripted model server takes per answer")
-        parser.add_argument("--in-flight", type=int, default=8,
-                            help="throughput: requests the model server serves at once (the "
-                                 "rest queue); with --model-url, the ideal's figure")
-        parser.add_argument("--workers", type=int, default=2,
-                            help="throughput: Celery worker processes (PMEM_WORKERS)")
-        parser.add_argument("--model-concurrency", type=int, default=8,
-                            help="throughput: PMEM_MODEL_CONCURRENCY for the workers")
-        parser.add_argument("--observations", type=int, default=40,
-                            help="throughput: observations per stream")
-        parser.add_argument("--streams", default="distinct,updates,similar",
-                            help="throughput: the streams to run (distinct, updates, similar, "
-                                 "ids, entities)")
-        parser.add_argument("--embedders", default="",
-                            help="throughput: local embedders measured one after the other, "
-                                 "e.g. hashing,minilm (default: --embedder's alone)")
-        parser.add_argument("--namespaces", type=_ints, default=(1, 8),
-                            help="throughput: namespace counts a stream is split over, e.g. 1,8")
-        parser.add_argument("--tree", type=Path, default=None,
-                            help="throughput: measure this checkout instead of the current one "
-                                 "(each in a process of its own, as with --baseline)")
-        parser.add_argument("--turn-cases", type=int, default=1,
-                            help="sessions: conversations also ingested turn by turn")
-        parser.add_argument("--batch-observations", type=int, default=2000,
-                            help="sessions: observations of the batch/one-by-one comparison")
-        parser.add_argument("--rounds", type=int, default=1,
-                            help="throughput with --baseline: rounds, the trees in turn; the "
-                                 "best of each is reported")
+        _throughput_arguments(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         # A benchmark often runs on a fresh PMEM_DATA_DIR: bring its schema up first.
@@ -167,3 +139,36 @@ def _embedders(raw: str) -> list[str]:
         raise CommandError(f"--embedders: unknown embedder(s) {', '.join(unknown)} "
                            "(hashing, minilm)")
     return names
+
+
+def _throughput_arguments(parser: CommandParser) -> None:
+    """The options of the model-path scenarios (throughput, sessions)."""
+    parser.add_argument("--latency", type=float, default=1.0,
+                        help="throughput: seconds the scripted model server takes per answer")
+    parser.add_argument("--in-flight", type=int, default=8,
+                        help="throughput: requests the model server serves at once (the "
+                             "rest queue); with --model-url, the ideal's figure")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="throughput: Celery worker processes (PMEM_WORKERS)")
+    parser.add_argument("--model-concurrency", type=int, default=8,
+                        help="throughput: PMEM_MODEL_CONCURRENCY for the workers")
+    parser.add_argument("--observations", type=int, default=40,
+                        help="throughput: observations per stream")
+    parser.add_argument("--streams", default="distinct,updates,similar",
+                        help="throughput: the streams to run (distinct, updates, similar, "
+                             "ids, entities)")
+    parser.add_argument("--embedders", default="",
+                        help="throughput: local embedders measured one after the other, "
+                             "e.g. hashing,minilm (default: --embedder's alone)")
+    parser.add_argument("--namespaces", type=_ints, default=(1, 8),
+                        help="throughput: namespace counts a stream is split over, e.g. 1,8")
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="throughput: measure this checkout instead of the current one "
+                             "(each in a process of its own, as with --baseline)")
+    parser.add_argument("--turn-cases", type=int, default=1,
+                        help="sessions: conversations also ingested turn by turn")
+    parser.add_argument("--batch-observations", type=int, default=2000,
+                        help="sessions: observations of the batch/one-by-one comparison")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="throughput with --baseline: rounds, the trees in turn; the "
+                             "best of each is reported")

@@ -60,7 +60,10 @@ def _snapshot() -> Iterator[None]:
 _NEEDS = {2: "SELECT EXISTS (SELECT 1 FROM memory_version WHERE namespace_id = %(ns)s"
              " AND metadata IS NOT NULL)",
           3: "SELECT EXISTS (SELECT 1 FROM memory_evidence WHERE namespace_id = %(ns)s"
-             " AND messages IS NOT NULL)"}
+             " AND messages IS NOT NULL)",
+          # facts that expire (SPEC §13), and with them the ``expired`` status and ``expire``
+          4: "SELECT EXISTS (SELECT 1 FROM memory_version WHERE namespace_id = %(ns)s"
+             " AND expires_at IS NOT NULL)"}
 assert sorted(_NEEDS) == list(range(2, VERSION + 1)), "say what each format version needs"
 
 

@@ -24,8 +24,9 @@ from memory.domain import LOG_TYPES, EvidenceState, Method, Status
 FORMAT = "pmem-export"
 #: The format version this code writes. It reads every version up to this one. 2: versions
 #: carry their fact's ``metadata`` (a version-1 file's versions have none). 3: observations
-#: carry their chat session's ``messages``.
-VERSION = 3
+#: carry their chat session's ``messages``. 4: versions carry ``expires_at`` (and with it the
+#: ``expired`` status and the ``expire`` operation).
+VERSION = 4
 
 
 class Kind(StrEnum):
@@ -153,6 +154,7 @@ RECORDS: tuple[Record, ...] = (
         _f("restores", Kind.INT, null=True, ref="version"),
         _TIMES["created_at"], _f("ordinal", Kind.INT),
         _f("metadata", Kind.METADATA, null=True, since=2),
+        _f("expires_at", Kind.TIME, null=True, since=4),
     ]),
     _record("operation", "memory_operation", [
         _f("cell", Kind.INT, null=True, ref="cell"), _f("key", Kind.STR),
@@ -242,6 +244,8 @@ NEVER: dict[str, str] = {
     "memory_membership": "people and their passwords are the instance's",
     "memory_auditentry": "who could reach the namespace on the old instance (tokens, members)",
     "memory_frontiervector": "derived: the import indexes the cells' vectors again",
+    "memory_namespacedeletion": "the instance's record of namespaces deleted, none of which "
+                                "is the one exported",
 }
 
 assert all(f.name not in ("type", "id") for r in RECORDS for f in r.fields), \
