@@ -79,8 +79,9 @@ def restore_notes(cell: Cell, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
 
 def merge_restorable(rows: Sequence[dict[str, Any]], head_value: str | None
                      ) -> list[dict[str, Any]]:
-    """The restore list, one entry per distinct value (the newest version holding it, with
-    the ordinals of the others in ``also``); a value equal to the head's is left out
+    """The restore list, one entry per distinct value, where its newest copy stands: the
+    entry restores the oldest version holding it (the original, whose evidence every copy
+    carries) and names the others in ``also``; a value equal to the head's is left out
     (restoring it would only add support)."""
     merged: dict[str, dict[str, Any]] = {}
     for row in rows:  # newest first
@@ -88,7 +89,8 @@ def merge_restorable(rows: Sequence[dict[str, Any]], head_value: str | None
             continue
         key = normalize_value(row["value"])
         if key in merged:
-            merged[key]["also"].append(row["ordinal"])
+            also = [*merged[key]["also"], merged[key]["ordinal"]]
+            merged[key] = {**row, "also": sorted(also)}
         else:
             merged[key] = {**row, "also": []}
     return list(merged.values())
