@@ -271,3 +271,31 @@ def test_a_value_column_wraps_anywhere(client):
     from django.contrib.staticfiles import finders
     css = open(finders.find("explorer/explorer.css")).read()
     assert "overflow-wrap: anywhere" in css and ".grid .value { max-width:" in css
+
+
+# --- 5. compare: current against challenger, any version by vN --------------------------------
+
+
+def test_compare_from_the_queue_labels_current_and_competing_without_a_strike(
+        client, ns, reviewer):
+    observation_ingest(namespace=ns, source="chat", actor="api:agent",
+                       facts=[{"key": "day", "value": "Tuesday at 10", "op": "accept"}])
+    observation_ingest(namespace=ns, source="cal", actor="api:agent",
+                       facts=[{"key": "day", "value": "Thursday at 10", "op": "contest"}])
+    queue = client.get(f"/ns/{ns.name}/review/").content.decode()
+    link = re.search(r'href="([^"]*/diff/\?[^"]*)" data-testid="compare-candidates"', queue)
+    page = client.get(link.group(1).replace("&amp;", "&")).content.decode()
+    assert "Older" not in page and "Newer" not in page
+    assert page.index("Current value ·") < page.index("Competing value ·")
+    assert "<del>" not in page and '<mark class="differs">Thursday</mark>' in page
+    assert "“”" not in page
+
+
+def test_compare_reaches_a_version_beyond_the_menus_by_its_vn(client, ns, reviewer):
+    from memory.selectors.versions import DIFF_CHOICES
+    for i in range(DIFF_CHOICES + 5):
+        person(ns, "pos", "accept", f"spot {i}")
+    page = client.get(f"/ns/{ns.name}/cells/pos/diff/?a_v=v2&b_v=v205").content.decode()
+    assert "spot 1" in page and "spot 204" in page
+    assert re.search(r'<option value="\d+" selected>v2 · spot 1', page)
+    assert "Earlier · " in page and "Current value · " in page
