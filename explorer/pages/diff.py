@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -12,17 +14,11 @@ from explorer.http import id_param, page_context
 from explorer.pages.cell import load_cell
 from memory.domain import HEAD_STATUSES, Status
 from memory.domain.textdiff import word_diff
-from memory.models import Version
 from memory.selectors import diff_choices, version_side
+from memory.selectors.versions import version_by_name
 
-
-def _typed(cell: object, text: str) -> int | None:
-    """The id of the version ``vN`` (or ``N``) of ``cell`` names; None when none does."""
-    text = text.strip().lower().removeprefix("v")
-    if not (text.isascii() and text.isdigit() and len(text) < 12):
-        return None
-    return (Version.objects.filter(cell=cell, ordinal=int(text))
-            .values_list("id", flat=True).first())
+if TYPE_CHECKING:  # the explorer reads through memory.selectors; the model is a type here
+    from memory.models import Version
 
 
 def _role(version: Version) -> str:
@@ -49,8 +45,8 @@ def diff(request: HttpRequest, ns: str, key: str) -> HttpResponse:
     choices = diff_choices(namespace=access.namespace, key=cell.key)
     # A version typed as vN (any of the key's, beyond the newest the menus list) wins over
     # the menu's choice; a bare number is a version id, as links write it.
-    a = _typed(cell, request.GET.get("a_v", "")) or id_param(request.GET.get("a", ""))
-    b = _typed(cell, request.GET.get("b_v", "")) or id_param(request.GET.get("b", ""))
+    a = version_by_name(cell, request.GET.get("a_v", "")) or id_param(request.GET.get("a", ""))
+    b = version_by_name(cell, request.GET.get("b_v", "")) or id_param(request.GET.get("b", ""))
     if a is None and b is None and len(choices) >= 2:
         b, a = choices[0]["id"], choices[1]["id"]
     left = version_side(namespace=access.namespace, key=cell.key, version_id=a) if a else None
