@@ -71,7 +71,7 @@ document.body.addEventListener("htmx:confirm", function (event) {
   event.preventDefault();
   const text = confirmText(form);
   const host = form.closest("[data-preview-url]");
-  if (!host) {
+  if (!host || !form.querySelector("input[name=op]")) {  // an observation has no outcome to tell
     if (window.confirm(text)) event.detail.issueRequest(true);
     return;
   }
