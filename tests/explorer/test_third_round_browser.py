@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
 from memory.models import Operation
@@ -45,12 +46,19 @@ def _open(b: Browsing, ns: Any, key: str) -> None:
 
 
 def _act(b: Browsing, op: str, reason: str, **fields: str) -> None:
+    """Open the action's form and send it. The live refresh of an idle form (one nobody typed
+    in yet) may redraw it closed between the opening and the typing: then open it again."""
     action = b.page.locator(f"details.action[data-op='{op}']")
-    if action.get_attribute("open") is None:
-        action.locator("summary").click()
+    for _attempt in range(5):
+        if action.get_attribute("open") is None:
+            action.locator("summary").click()
+        try:
+            action.locator("[name='reason']").fill(reason, timeout=3_000)
+            break
+        except PlaywrightTimeout:  # redrawn meanwhile: open it again
+            continue
     for name, value in fields.items():
         action.locator(f"[name='{name}']").fill(value)
-    action.locator("[name='reason']").fill(reason)
     action.locator("button[type=submit]").click()
 
 
