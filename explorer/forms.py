@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, timedelta
 from typing import Any
 
 from django import forms
@@ -12,10 +13,12 @@ from memory.domain import (
     DISCLOSURES,
     LOG_TYPES,
     VALUE_OPS,
+    BadParameter,
     CellStatus,
     OpType,
     Role,
 )
+from memory.domain.instants import parse_instant, zone_named
 from memory.domain.scopes import (
     DEFAULT_SCOPE,
     MAX_BOUND_SOURCES,
@@ -87,6 +90,31 @@ class LogFilter(forms.Form):
     actor = forms.CharField(required=False, max_length=200, strip=True)
     source = forms.CharField(required=False, max_length=200, strip=True)
     before = forms.IntegerField(required=False, min_value=1, max_value=BIGINT_MAX)
+    token = forms.CharField(required=False, max_length=100, strip=True)
+    since = forms.CharField(required=False, max_length=64, strip=True)
+    until = forms.CharField(required=False, max_length=64, strip=True)
+    tz = forms.CharField(required=False, max_length=64, strip=True)
+
+    def clean(self) -> dict[str, Any]:
+        """``since``/``until``: a date-time in the browser's zone (``tz``), or with its own
+        offset; a date alone is that day's start (``until``: its end)."""
+        data = super().clean() or {}
+        try:
+            zone = zone_named(data.get("tz"))
+        except BadParameter as exc:
+            self.add_error("tz", exc.message)
+            zone = UTC
+        for name in ("since", "until"):
+            raw = data.get(name) or ""
+            try:
+                moment = parse_instant(raw, field=name, zone=zone)
+            except BadParameter as exc:
+                self.add_error(name, exc.message)
+                continue
+            if moment is not None and name == "until" and len(raw) == 10:
+                moment += timedelta(days=1) - timedelta(microseconds=1)
+            data[f"{name}_at"] = moment
+        return data
 
 
 DISCLOSE = tuple((name, name) for name in DISCLOSURES)

@@ -16,6 +16,7 @@ from explorer.pages import (
     namespaces,
     observations,
     operations,
+    outcome,
     read,
     review,
 )
@@ -35,6 +36,7 @@ explorer_patterns = [
     path(f"{CELL}versions/", cell.cell_version_choices, name="cell_version_choices"),
     path(f"{CELL}versions/<int:version_id>/", cell.cell_version, name="cell_version"),
     path(f"{CELL}operations/", cell_actions.cell_operate, name="cell_operate"),
+    path(f"{CELL}operations/preview/", outcome.cell_preview, name="cell_preview"),
     path(f"{CELL}erase/", cell_actions.cell_erase_page, name="cell_erase"),
     path("ns/<slug:ns>/observations/", observations.observation_add, name="observation_add"),
     path("ns/<slug:ns>/observations/list/", observations.observations_fragment,

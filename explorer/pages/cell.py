@@ -28,6 +28,7 @@ from explorer.http import (
     local_as_of,
     page_context,
 )
+from explorer.pages.outcome import preview_text
 from explorer.templatetags.explorer_tags import utc_text
 from memory.domain import RESTORABLE_STATUSES, BadParameter, Status
 from memory.selectors import (
@@ -48,9 +49,15 @@ from memory.selectors import (
 )
 from memory.selectors.graph import WINDOW_DEFAULT
 from memory.selectors.history import HISTORY_DEFAULT
+from memory.selectors.restores import merge_restorable, restore_notes
 
 if TYPE_CHECKING:  # the explorer reads through memory.selectors; the model is a type here
     from memory.models import Cell
+
+
+#: Retracted versions read for the restore list, and distinct values it shows.
+RESTORABLE_READ = 60
+RESTORABLE_SHOWN = 10
 
 
 def load_cell(access: Access, key: str) -> Cell:
@@ -95,8 +102,10 @@ def history_section(cell: Cell, *, ns: str, as_of: datetime | None = None,
                               if e["status"] in RESTORABLE_STATUSES], as_of=as_of)
     # SPEC §13: when each version stops (or stopped) being current, where it has an expiry.
     details = version_details(e["version"] for e in entries)
+    copies = restore_notes(cell, [e["version"] for e in entries])
     for entry in entries:
         entry["retraction"] = notes.get(entry["version"])
+        entry["restore"] = copies.get(entry["version"])
         expires = details.get(entry["version"], (None, None, None))[2]
         entry["ex_iso"], entry["ex_text"] = _when(expires)
     base = {k: v for k, v in (("as_of", as_of_param(as_of) if as_of else ""), ("q", search)) if v}
@@ -173,8 +182,13 @@ def cell_context(access: Access, cell: Cell, *, as_of: datetime | None = None,
                    "status": head.status}] if head.version else [])
         context["winners"] = heads + head.alternatives  # the choices of resolve
         context["retractable"], _more = retract_choices(cell, "")
-        context["restorable"] = restorable_versions(cell=cell)  # what Restore can bring back
+        # What Restore can bring back: each distinct value once, never the head's own.
+        context["restorable"] = merge_restorable(
+            restorable_versions(cell=cell, limit=RESTORABLE_READ), head.value)[:RESTORABLE_SHOWN]
         context["seen_op"] = last_operation_id(access.namespace, cell.key)
+        if head.version:  # what a reject without a value would leave: said before it is sent
+            context["reject_outcome"] = preview_text(access.namespace, cell.key, "reject",
+                                                     None, None)
     return context
 
 

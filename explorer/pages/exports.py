@@ -17,10 +17,14 @@ from explorer.access import namespace_access
 from explorer.pages.cell import load_cell
 from explorer.pages.operations import log_filters
 from memory.domain.spreadsheet import inert_cell
-from memory.selectors import frontier_rows, history_rows, log_rows
-from memory.selectors.frontier import FRONTIER_FIELDS
-from memory.selectors.log import LOG_FIELDS
-from memory.selectors.versions import HISTORY_FIELDS
+from memory.selectors.downloads import (
+    FRONTIER_DOWNLOAD_FIELDS,
+    HISTORY_DOWNLOAD_FIELDS,
+    LOG_DOWNLOAD_FIELDS,
+    frontier_download,
+    history_download,
+    log_download,
+)
 
 
 class _Echo:
@@ -77,7 +81,7 @@ def _fmt(fmt: str) -> str:
 def export_history(request: HttpRequest, ns: str, key: str, fmt: str) -> StreamingHttpResponse:
     access = namespace_access(request.user, ns)
     cell = load_cell(access, key)
-    return _stream(history_rows(cell=cell), HISTORY_FIELDS, _fmt(fmt),
+    return _stream(history_download(cell=cell), HISTORY_DOWNLOAD_FIELDS, _fmt(fmt),
                    f"{access.namespace.name}-{cell.key}-history")
 
 
@@ -85,7 +89,8 @@ def export_history(request: HttpRequest, ns: str, key: str, fmt: str) -> Streami
 @require_GET
 def export_frontier(request: HttpRequest, ns: str, fmt: str) -> StreamingHttpResponse:
     access = namespace_access(request.user, ns)
-    return _stream(frontier_rows(namespace=access.namespace), FRONTIER_FIELDS, _fmt(fmt),
+    return _stream(frontier_download(namespace=access.namespace), FRONTIER_DOWNLOAD_FIELDS,
+                   _fmt(fmt),
                    f"{access.namespace.name}-frontier")
 
 
@@ -93,7 +98,5 @@ def export_frontier(request: HttpRequest, ns: str, fmt: str) -> StreamingHttpRes
 @require_GET
 def export_log(request: HttpRequest, ns: str, fmt: str) -> StreamingHttpResponse:
     access = namespace_access(request.user, ns)
-    # A row without a value gives the value of the version it names (its last column).
-    rows = (r[:6] + (r[6] if r[6] is not None else r[12],) + r[7:12]
-            for r in log_rows(namespace=access.namespace, filters=log_filters(request)))
-    return _stream(rows, LOG_FIELDS, _fmt(fmt), f"{access.namespace.name}-operations")
+    rows = log_download(namespace=access.namespace, filters=log_filters(request))
+    return _stream(rows, LOG_DOWNLOAD_FIELDS, _fmt(fmt), f"{access.namespace.name}-operations")

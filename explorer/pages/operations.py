@@ -23,14 +23,25 @@ from memory.selectors import (
     observations_with_drops,
     observations_without_facts,
 )
+from memory.selectors.undone import undo_marks
 
 #: Operations a page of the log shows.
 LOG_PAGE = 50
 
 
+#: The filters a query string carries (the page's links and its exports keep them).
+FILTER_FIELDS = ("key", "key_contains", "op", "actor", "source", "token", "since", "until", "tz")
+
+
 def _filters(data: dict[str, Any]) -> LogFilters:
     return LogFilters(**{name: data.get(name) or "" for name in
-                         ("key", "key_contains", "op", "actor", "source")})
+                         ("key", "key_contains", "op", "actor", "source", "token")},
+                      since=data.get("since_at"), until=data.get("until_at"))
+
+
+def filter_query(data: dict[str, Any]) -> str:
+    """The filters in force, as a query string (a field in error is left out)."""
+    return urlencode({k: data[k] for k in FILTER_FIELDS if data.get(k)})
 
 
 def log_filters(request: HttpRequest) -> LogFilters:
@@ -51,11 +62,17 @@ def operations(request: HttpRequest, ns: str) -> HttpResponse:
     filters = _filters(data)
     page = log_page(namespace=access.namespace, filters=filters,
                     before=data.get("before") or None, limit=LOG_PAGE)
-    query = urlencode({k: v for k, v in vars(filters).items() if v})
+    query = filter_query(data)
+    marks = undo_marks(access.namespace, [o.pk for o in page.rows])
+    for o in page.rows:
+        mark = marks.get(o.pk, {})
+        o.undone_by = mark.get("undone_by")  # type: ignore[attr-defined]
+        o.undoes = mark.get("undoes")  # type: ignore[attr-defined]
     context = {
         **page_context(access, "operations"),
         "page": page, "ops": page.rows, "older": page.older, "filters": filters,
-        "query": query, "op_types": LOG_TYPES, "form_errors": form.errors,
+        "query": query, "op_types": LOG_TYPES,
+        "raw": {k: str(data.get(k) or "") for k in FILTER_FIELDS}, "form_errors": form.errors,
         "key": filters.key, "actor": filters.actor,
         "paged": bool(data.get("before")),
         "unsettled": observations_unsettled(namespace=access.namespace),

@@ -15,6 +15,7 @@ from django_htmx.http import trigger_client_event
 from explorer.access import Access, namespace_access, require_reviewer
 from explorer.http import actor, id_param, is_htmx, page_context, same_origin_path
 from explorer.pages.cell import panel_response
+from explorer.pages.outcome import undo_words
 from memory.domain import InvalidOperation
 from memory.selectors import (
     changes_since,
@@ -26,6 +27,7 @@ from memory.selectors import (
     undo_offer,
 )
 from memory.selectors.frontier import QUEUE_ORDERS
+from memory.selectors.undone import is_undone
 from memory.services import CellNotFound, operation_apply, operation_undo
 
 #: Open contests the queue shows at once (the count says how many more there are).
@@ -46,6 +48,10 @@ def undo(request: HttpRequest, ns: str, operation_id: int) -> HttpResponse:
     if key is None:
         raise Http404("no such operation")
     reason = (request.POST.get("reason") or "").strip()[:2000]
+    if is_undone(access.namespace, operation_id):  # a second undo could only be refused or
+        return panel_response(request, access, key, status=409,  # change nothing
+                              error="Undo refused: this operation was undone already; "
+                                    "the log shows by whom.")
     try:
         applied = operation_undo(namespace=access.namespace, operation_id=operation_id,
                                  actor=actor(request), reason=reason)
@@ -53,8 +59,7 @@ def undo(request: HttpRequest, ns: str, operation_id: int) -> HttpResponse:
         changes = changes_since(namespace=access.namespace, key=key, seen=operation_id)
         return panel_response(request, access, key, status=409,
                               error=f"Undo refused: {exc.reason}", changes=changes)
-    done = ", ".join(f"{a.operation.type} (operation {a.operation.pk})" for a in applied)
-    message = f"Undone: operation {operation_id} was compensated by {done}."
+    message = undo_words(applied)
     undo_again = undo_offer(applied[-1].operation) if len(applied) == 1 else None
     target = same_origin_path(request.POST.get("next"))
     if target and not is_htmx(request):
@@ -70,6 +75,9 @@ def review(request: HttpRequest, ns: str) -> HttpResponse:
     access = namespace_access(request.user, ns)
     seen_key = SEEN_KEY.format(ns=access.namespace.pk)
     seen = int(request.session.get(seen_key, 0) or 0)
+    live = request.method == "GET" and request.GET.get("live") == "1"
+    if live:  # the page's own refresh: the closures since the page was first drawn
+        seen = id_param(request.GET.get("after", "")) or 0
     results: list[dict[str, Any]] = []
     kept: dict[str, dict[str, str]] = {}
     if request.method == "POST":
@@ -83,11 +91,11 @@ def review(request: HttpRequest, ns: str) -> HttpResponse:
     closed = closed_contests(namespace=access.namespace, after=seen)
     for contest in contests:
         contest["kept"] = kept.get(contest["key"], {})
-    if request.method == "GET":
+    if request.method == "GET" and not live:
         request.session[seen_key] = last_operation_id(access.namespace)
     context = {**page_context(access, "review"), "contests": contests, "closed": closed,
                "total": total, "order": order, "orders": QUEUE_ORDERS,
-               "first_visit": not seen, "results": results,
+               "first_visit": not seen, "results": results, "seen": seen,
                "refused": [r for r in results if r.get("error")]}
     response = render(request, "explorer/review.html", context,
                       status=409 if context["refused"] and not any(

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from django.db.models import F, Max, QuerySet
+from django.db.models import F, Max, Q, QuerySet
 from django.db.models.functions import Left, Length
 
 from memory.domain import BIGINT_MAX, REINSTATE, UNSETTLED_STATES, OpType, normalize_key
 from memory.domain.undo import compensation, undo_label
 from memory.domain.wording import plain_method, plain_reason
-from memory.models import Evidence, Namespace, Operation
+from memory.models import ApiToken, Evidence, Namespace, Operation
 
 from .shapes import EXPORT_CHUNK, LIST_TEXT_CHARS, RAW_OUTPUT_CHARS
 
@@ -62,14 +63,39 @@ class LogFilters:
     op: str = ""
     actor: str = ""
     source: str = ""
+    #: Committed at or after / at or before (an audit of "what was changed today").
+    since: datetime | None = None
+    until: datetime | None = None
+    #: A token's name or the first characters of its secret (its shown prefix): the rows it
+    #: signed, through the API or MCP.
+    token: str = ""
 
     def queryset(self, namespace: Namespace) -> QuerySet[Operation]:
-        return operations_list(namespace=namespace, key=self.key or None,
-                               key_contains=self.key_contains or None, op=self.op or None,
-                               actor=self.actor or None, source=self.source or None)
+        qs = operations_list(namespace=namespace, key=self.key or None,
+                             key_contains=self.key_contains or None, op=self.op or None,
+                             actor=self.actor or None, source=self.source or None)
+        if self.since is not None:
+            qs = qs.filter(created_at__gte=self.since)
+        if self.until is not None:
+            qs = qs.filter(created_at__lte=self.until)
+        if self.token:
+            names = token_names(namespace, self.token)
+            qs = qs.filter(actor__in=[f"{via}:{n}" for n in names for via in ("api", "mcp")])
+        return qs
 
     def active(self) -> bool:
-        return any((self.key, self.key_contains, self.op, self.actor, self.source))
+        return any((self.key, self.key_contains, self.op, self.actor, self.source, self.since,
+                    self.until, self.token))
+
+
+def token_names(namespace: Namespace, token: str) -> list[str]:
+    """The names a token filter stands for: the tokens of ``namespace`` (and the application
+    tokens reaching it) named so or whose secret starts with it, and the text itself (a
+    revoked token's rows keep its name)."""
+    reach = Q(namespace=namespace) | Q(namespace__isnull=True)
+    found = (ApiToken.objects.filter(reach).filter(Q(name=token) | Q(prefix__startswith=token))
+             .values_list("name", flat=True)[:50])
+    return sorted({token, *(n for n in found if n)})
 
 
 @dataclass
@@ -120,13 +146,18 @@ def log_page(*, namespace: Namespace, filters: LogFilters, before: int | None,
 
 
 def closed_contests(*, namespace: Namespace, after: int, limit: int = 50) -> list[Operation]:
-    """Operations after ``after`` that closed a contest without a resolve (a later accept, a
-    retraction, …): who closed it, how and with what value (op_closed_contest_idx)."""
+    """Operations after ``after`` that closed a contest without a reviewer: a later accept,
+    a retraction, … (op_closed_contest_idx), and a resolve that an agent (an API or MCP
+    token, or the service) asked for — who closed it, how and with what value."""
+    by_write = (Q(payload__has_key="closed_contest") & ~Q(type=OpType.RESOLVE))
+    by_agent = Q(type=OpType.RESOLVE) & ~Q(actor__startswith="user:")
     rows: list[Operation] = list(
-        Operation.objects.filter(namespace=namespace, id__gt=after,
-                                 payload__has_key="closed_contest")
-        .exclude(type=OpType.RESOLVE).defer("raw_output")
+        Operation.objects.filter(namespace=namespace, id__gt=after).filter(by_write | by_agent)
+        .defer("raw_output")
         .annotate(version_value=Left("version__value", LIST_TEXT_CHARS)).order_by("-id")[:limit])
+    for o in rows:
+        o.method_words = plain_method(o.method)  # type: ignore[attr-defined]
+        o.reason_words = plain_reason(o.reason)  # type: ignore[attr-defined]
     return rows
 
 

@@ -231,6 +231,17 @@ def version_side(*, namespace: Namespace, key: str, version_id: int) -> dict[str
             "head": version.status in HEAD_STATUSES}
 
 
+def version_by_name(cell: Cell, text: str) -> int | None:
+    """The id of the version of ``cell`` that ``vN`` (or ``N``) names; None when none does.
+    One probe of (cell, ordinal)."""
+    text = text.strip().lower().removeprefix("v")
+    if not (text.isascii() and text.isdigit() and len(text) < 12):
+        return None
+    found: int | None = (Version.objects.filter(cell=cell, ordinal=int(text))
+                         .values_list("id", flat=True).first())
+    return found
+
+
 def diff_choices(*, namespace: Namespace, key: str, limit: int = DIFF_CHOICES) -> list[Any]:
     return list(Version.objects.filter(cell__namespace=namespace, cell__key=key).order_by("-id")
                 .values("id", "ordinal", "status", value_head=Left("value", 60))[:limit])

@@ -13,6 +13,7 @@ from memory.domain.undo import compensation
 from memory.models import Namespace, Operation, Version
 
 from .batch import Applied
+from .carry import carry_evidence
 from .graph import _refresh_embedding, apply_batch
 
 
@@ -40,9 +41,17 @@ def operation_undo(*, namespace: Namespace, operation_id: int, actor: str,
     why = reason or f"undo of operation {operation_id}"
     items = [(OpInput(key=operation.key, op=s.op, version_id=None if s.op == OpType.CONTEST
                       else s.version_id, value=values.get(s.version_id), reason=why,
-                      payload={"undoes": operation_id}), actor) for s in steps]
+                      payload={"undoes": operation_id, **({"reopens": s.version_id}
+                                                           if s.op == OpType.CONTEST else {})}),
+              actor) for s in steps]
     with transaction.atomic():
         applied = apply_batch(namespace=namespace, items=items, explicit=True)
+        # A value back in the contest is the contradicted version's value: it keeps that
+        # version's evidence and metadata, as a restore keeps x's.
+        carry_evidence([(one.operation.version_id, step.version_id, one.operation.pk)
+                        for one, step in zip(applied, steps, strict=True)
+                        if step.op == OpType.CONTEST and one.head_changed
+                        and one.operation.version_id not in (None, step.version_id)])
     for one in applied:
         transaction.on_commit(partial(_refresh_embedding, one))
     return applied

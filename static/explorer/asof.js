@@ -5,6 +5,8 @@ import { browserZone, localInputValue } from "./dates.js";
 
 function setUp(root) {
   const zone = browserZone();
+  // Every other date-time field (the log's range) is read in the browser's zone too.
+  for (const tz of root.querySelectorAll("form:not(.as-of) [data-browser-zone]")) tz.value = zone;
   for (const form of root.querySelectorAll("form.as-of")) {
     const tz = form.querySelector("[data-browser-zone]");
     const label = form.querySelector("[data-zone-label]");

@@ -11,6 +11,8 @@ function idle(id) {
   for (const field of el.querySelectorAll("input[type=text], input:not([type]), textarea")) {
     if (field.value.trim() !== "") return false;
   }
+  // A region whose choices start unchecked (the review queue) keeps a choice being made.
+  if (el.hasAttribute("data-keep-choices") && el.querySelector("input:checked")) return false;
   return true;
 }
 
@@ -21,6 +23,22 @@ document.body.addEventListener("pmem-changed", function () {
   for (const el of document.querySelectorAll("[data-refresh-when-idle]")) {
     if (el.id && idle(el.id)) window.htmx.trigger(el, "pmem-refresh");
   }
+});
+
+// A form being filled in is not refreshed: when the current value changes under it, it says
+// so (its choices and labels are those of the value it was opened on).
+document.body.addEventListener("htmx:afterSwap", function () {
+  const state = document.getElementById("cell-state");
+  const actions = document.getElementById("cell-actions");
+  if (!state || !actions) return;
+  if (state.dataset.head === actions.dataset.head || actions.querySelector(".stale-warning")) return;
+  const warning = document.createElement("p");
+  warning.className = "stale-warning";
+  warning.setAttribute("role", "alert");
+  warning.setAttribute("data-testid", "stale-warning");
+  warning.textContent = "The current value changed since you opened this form: check it above " +
+    "before you confirm (the confirmation says what the action will do now).";
+  actions.insertBefore(warning, actions.children[1] || null);
 });
 
 // Plain forms with data-confirm ask first.
@@ -51,7 +69,25 @@ document.body.addEventListener("htmx:confirm", function (event) {
   if (!(form instanceof HTMLFormElement) || !form.dataset.confirmSubmit) return;
   if (!trigger || trigger.type !== "submit") return;
   event.preventDefault();
-  if (window.confirm(confirmText(form))) event.detail.issueRequest(true);
+  const text = confirmText(form);
+  const host = form.closest("[data-preview-url]");
+  if (!host || !form.querySelector("input[name=op]")) {  // an observation has no outcome to tell
+    if (window.confirm(text)) event.detail.issueRequest(true);
+    return;
+  }
+  // The outcome, as the server decides it with the code that applies it (nothing written).
+  const fields = new URLSearchParams();
+  for (const name of ["op", "value", "version"]) {
+    const field = form.querySelector("[name=" + name + "]" + (name === "version" ? ":is([type=hidden], :checked)" : ""));
+    if (field && field.value) fields.set(name, field.value);
+  }
+  fetch(host.dataset.previewUrl + "?" + fields.toString(), { credentials: "same-origin" })
+    .then((r) => (r.ok ? r.text() : ""))
+    .catch(() => "")
+    .then((outcome) => {
+      const full = outcome ? text + "\n\n" + outcome : text;
+      if (window.confirm(full)) event.detail.issueRequest(true);
+    });
 });
 
 // --- long values: clamped to a few lines with a "Show all" toggle ----------------------------

@@ -52,10 +52,32 @@ export function historyTable() {
     retracting = null;
   });
 
+  // Copies of a value that was retracted and restored again fold under its newest version;
+  // "N earlier copies" shows them (a row named in the URL or chosen elsewhere shows itself).
+  function showCopies(button, open) {
+    const now = open ?? button.getAttribute("aria-expanded") !== "true";
+    button.setAttribute("aria-expanded", now ? "true" : "false");
+    for (const ordinal of (button.dataset.copies || "").split(" ")) {
+      const row = ordinal && document.getElementById("v" + ordinal);
+      if (row) row.hidden = !now;
+    }
+  }
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest && event.target.closest("button.show-copies");
+    if (button) showCopies(button);
+  });
+  function unfold(tr) {
+    if (!tr || !tr.hidden || !tr.dataset.foldedUnder) return;
+    const button = document.querySelector("#v" + tr.dataset.foldedUnder + " button.show-copies");
+    if (button) showCopies(button, true);
+    else tr.hidden = false;
+  }
+
   function openFromHash() {
     const m = /^#v(\d+)$/.exec(location.hash);
     if (!m) return;
     const tr = document.getElementById("v" + m[1]);
+    unfold(tr);
     const button = tr && tr.querySelector("button.expand");
     if (button && button.getAttribute("aria-expanded") !== "true") button.click();
   }
@@ -73,6 +95,7 @@ export function historyTable() {
   function mark() {
     for (const tr of document.querySelectorAll("table.history tr.selected")) tr.classList.remove("selected");
     const tr = chosen ? document.querySelector("table.history tr[data-version='" + chosen.version + "']") : null;
+    unfold(tr);
     if (tr) tr.classList.add("selected");
     return tr;
   }
