@@ -21,7 +21,7 @@ from .observations import idempotency_digest, request_digest
 
 #: What an item may carry: the keyword arguments of ``observation_record``.
 ITEM_FIELDS = frozenset({"text", "messages", "facts", "source", "observed_at",
-                         "idempotency_key"})
+                         "idempotency_key", "extract"})
 
 
 class BatchIdempotencyConflict(Exception):
@@ -61,7 +61,8 @@ def observations_record_batch(*, namespace: Namespace, items: list[dict[str, Any
             for i in items]
     asked = [request_digest(text=i.get("text") or "", facts=i.get("facts"),
                             source=i.get("source") or "", observed_at=i.get("observed_at"),
-                            messages=i.get("messages")) if key else None
+                            messages=i.get("messages"),
+                            extract=bool(i.get("extract"))) if key else None
              for i, key in zip(items, keys, strict=True)]
     with transaction.atomic():
         _lock(namespace)  # before the keys are looked up: a concurrent batch waits here
@@ -118,5 +119,6 @@ def _insert(namespace: Namespace, items: list[dict[str, Any]], keys: list[str | 
         Evidence(namespace=namespace, seq=first + i, text=item.get("text") or "",
                  messages=item.get("messages") or None, facts=item.get("facts"),
                  source=item.get("source") or "", observed_at=item.get("observed_at"),
-                 idempotency_key=key, request_digest=digest, actor=actor)
+                 idempotency_key=key, request_digest=digest, actor=actor,
+                 extract_text=bool(item.get("extract")))
         for i, (item, key, digest) in enumerate(zip(items, keys, asked, strict=True))])
