@@ -288,7 +288,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Read memory for a query: frontier, frontier_cosine, raw, raw_ordered, pruned
+         * Read memory for a query: frontier, frontier_cosine, raw, evidence, raw_ordered, pruned
          * @description Base: refuses oversize bodies before parsing; resolves the namespace per request.
          *
          *     Token scope: `read` (or a member role that covers it).
@@ -351,12 +351,13 @@ export interface components {
          * @description * `frontier` - frontier
          *     * `frontier_cosine` - frontier_cosine
          *     * `raw` - raw
+         *     * `evidence` - evidence
          *     * `raw_ordered` - raw_ordered
          *     * `pruned` - pruned
          *     * `iterative` - iterative
          * @enum {string}
          */
-        AnswerInModeEnum: "frontier" | "frontier_cosine" | "raw" | "raw_ordered" | "pruned" | "iterative";
+        AnswerInModeEnum: "frontier" | "frontier_cosine" | "raw" | "evidence" | "raw_ordered" | "pruned" | "iterative";
         AnswerInRequest: {
             query: string;
             /** @default frontier */
@@ -519,13 +520,17 @@ export interface components {
             /** @description 409 of a reused idempotency_key: the first observation */
             observation?: number;
         };
-        /** @description An observation of a raw read: its line of the context and its score. */
+        /** @description An observation of a raw or evidence read: its line of the context and its score. */
         EvidenceItemOut: {
             id: number;
             seq: number;
             text: string;
             /** Format: double */
             score: number;
+            /** Format: double */
+            semantic_score?: number | null;
+            /** Format: double */
+            lexical_score?: number;
             source: string;
             /** Format: date-time */
             observed_at: string | null;
@@ -818,11 +823,12 @@ export interface components {
          * @description * `frontier` - frontier
          *     * `frontier_cosine` - frontier_cosine
          *     * `raw` - raw
+         *     * `evidence` - evidence
          *     * `raw_ordered` - raw_ordered
          *     * `pruned` - pruned
          * @enum {string}
          */
-        ReadInModeEnum: "frontier" | "frontier_cosine" | "raw" | "raw_ordered" | "pruned";
+        ReadInModeEnum: "frontier" | "frontier_cosine" | "raw" | "evidence" | "raw_ordered" | "pruned";
         ReadInRequest: {
             query: string;
             /** @default frontier */
