@@ -355,6 +355,12 @@ def run_recall(config: RunConfig) -> Results:
     return recall.run(config)
 
 
+def run_locomo_evidence(config: RunConfig) -> Results:
+    from . import locomo_evidence
+
+    return locomo_evidence.run(config)
+
+
 def run_throughput(config: RunConfig) -> Results:
     from . import throughput_report
 
@@ -374,5 +380,6 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "history": run_history,
     "transfer": run_transfer,
     "recall": run_recall,
+    "locomo_evidence": run_locomo_evidence,
     "throughput": run_throughput,
 }

@@ -67,7 +67,7 @@ class Command(BaseCommand):
         parser.add_argument("--questions", type=int, default=None,
                             help="FactConsolidation questions per kind (default 100)")
         parser.add_argument("--dataset", type=Path, default=None,
-                            help="dataset file for longmemeval / locomo")
+                            help="dataset file for longmemeval / locomo / locomo_evidence")
         parser.add_argument("--scale", choices=("small", "medium", "full"), default="medium",
                             help="perf: small (minutes), medium (100k versions/cells, the "
                                  "default) or full (1M); transfer: small (10k versions, 100k"
@@ -112,7 +112,9 @@ class Command(BaseCommand):
         if options["model"]:
             overrides["PMEM_LLM_MODEL"] = options["model"]
         if options["scenario"] != "recall":
-            embedder = options["embedder"] or "hashing"
+            # LoCoMo's evidence retrieval is measured with the default (semantic) embedder.
+            embedder = options["embedder"] or (
+                "minilm" if options["scenario"] == "locomo_evidence" else "hashing")
             overrides["PMEM_EMBEDDER"] = embedder
             os.environ["PMEM_EMBEDDER"] = embedder  # the processes a benchmark starts
         with override_settings(**overrides):
