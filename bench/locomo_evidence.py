@@ -11,7 +11,8 @@ evidence ids: turn any@k (one of the question's evidence turns among the first k
 any@k (one of its sessions among the first k turns' sessions); read latency p50 / p95 of each
 P-Mem read in-process (query embedding included). The evidence read's fusion is also ranked
 other ways from the same candidates (its words alone, other weights, reciprocal rank fusion),
-to show where its weight stands.
+to show where its weight stands, and with the ``simple`` text search configuration instead
+of the index's ``english``.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ GOALS = {"turn_any@5": 0.58, "session_any@10": 0.90, "p50_ms": 40.0}
 #: or reciprocal rank fusion.
 VARIANTS: dict[str, Any] = {"words alone": None, "weight 0.5": 0.5, "weight 2": 2.0,
                             "rrf": "rrf"}
+#: The same read with the ``simple`` text search configuration (no stemming, no stop words).
+SIMPLE = "simple configuration"
 _WORD = re.compile(r"[^\W_]+")
 
 
@@ -113,7 +116,8 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
     dataset = config.dataset or DEFAULT_DATASET
     samples = json.loads(Path(dataset).read_text())[: config.cases or None]
-    hits: dict[str, list[dict[str, bool]]] = {m: [] for m in ("bm25", *MODES, *VARIANTS)}
+    hits: dict[str, list[dict[str, bool]]] = {m: [] for m in ("bm25", *MODES, *VARIANTS,
+                                                                SIMPLE)}
     latency: dict[str, list[float]] = {m: [] for m in MODES}
     ingest_s = embed_s = 0.0
     for done, sample in enumerate(samples, start=1):
@@ -144,6 +148,9 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             rows = evidence_candidates(namespace=namespace, query=question, k=K)
             for label, how in VARIANTS.items():
                 hits[label].append(_score([by_evidence[i] for i in _variant(rows, how)], gold))
+            simple = evidence_candidates(namespace=namespace, query=question, k=K,
+                                         config="simple")
+            hits[SIMPLE].append(_score([by_evidence[i] for i in _variant(simple, 1.0)], gold))
         config.progress(done, len(samples))
     cfg = {"run_id": config.run_id, "dataset": str(dataset), "embedder": embedder_id(),
            "conversations": len(samples), "k": K, "categories": list(SCORED_CATEGORIES),
@@ -154,7 +161,7 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 def _row(arm: str, rows: list[dict[str, bool]], ms: list[float]) -> dict[str, Any]:
     row: dict[str, Any] = {"arm": arm, "n": len(rows),
-                           "kind": "variant" if arm in VARIANTS else "read"}
+                           "kind": "variant" if arm in (*VARIANTS, SIMPLE) else "read"}
     for metric in (*(f"turn_any@{k}" for k in TURN_KS),
                    *(f"session_any@{k}" for k in SESSION_KS)):
         row[metric] = round(sum(r[metric] for r in rows) / len(rows), 3) if rows else None

@@ -34,8 +34,15 @@ TOTAL_CAP = 20_000
 POOL_PER_ITEM = 4
 MIN_POOL = 40
 
-# The query's lexemes as the index makes an observation's (folded, stemmed, stop words out).
+#: The indexed lexemes of an observation ``e`` (migration 0022: folded, stemmed, stop words
+#: out), and of a query.
+INDEXED = "pmem_evidence_lex(e.namespace_id, e.text)"
 _LEXEMES_SQL = "SELECT lexeme FROM unnest(pmem_evidence_lex(0, %s)) WHERE lexeme <> 'ns:0'"
+#: Another text search configuration, for the benchmarks only: computed row by row, no index.
+UNINDEXED = ("(to_tsvector('{config}'::regconfig, pmem_fold(e.text))"
+             " || array_to_tsvector(ARRAY['ns:' || e.namespace_id::text]))")
+_UNINDEXED_LEXEMES_SQL = ("SELECT lexeme FROM unnest(to_tsvector('{config}'::regconfig,"
+                          " pmem_fold(%s)))")
 
 # The namespace's size (capped) and, per word, the observations holding it (capped).
 _FREQUENCIES_SQL = """
@@ -43,7 +50,7 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM memory_evidence
                                WHERE namespace_id = %(ns)s LIMIT %(total_cap)s) AS n),
        ARRAY(SELECT (SELECT count(*) FROM (
                         SELECT 1 FROM memory_evidence e
-                         WHERE pmem_evidence_lex(e.namespace_id, e.text) @@ t.q
+                         WHERE {lex} @@ t.q{scope}
                          LIMIT %(df_cap)s) AS held)
                FROM unnest(%(queries)s::tsquery[]) WITH ORDINALITY AS t(q, n) ORDER BY t.n)
 """
@@ -56,8 +63,7 @@ WITH w AS (SELECT * FROM unnest(%(queries)s::tsquery[], %(weights)s::float8[],
                                 %(proposes)s::bool[]) AS w(q, weight, proposes)),
 hits AS (SELECT h.id, w.weight FROM w CROSS JOIN LATERAL (
              SELECT e.id FROM memory_evidence e
-              WHERE pmem_evidence_lex(e.namespace_id, e.text) @@ w.q
-                AND e.namespace_id = %(ns)s{as_of}
+              WHERE {lex} @@ w.q{scope}{as_of}
               LIMIT %(df_cap)s) AS h
           WHERE w.proposes),
 sem AS (SELECT e.id FROM memory_evidence e
@@ -67,7 +73,7 @@ lex AS (SELECT id, sum(weight) AS matched FROM hits GROUP BY id),
 cand AS (SELECT id FROM lex UNION SELECT id FROM sem),
 docs AS MATERIALIZED (
     SELECT e.id, e.seq, e.embedding <=> %(v)s::vector AS d,
-           CASE WHEN %(recheck)s THEN pmem_evidence_lex(e.namespace_id, e.text) END AS tsv
+           CASE WHEN %(recheck)s THEN {lex} END AS tsv
       FROM memory_evidence e JOIN cand ON cand.id = e.id)
 SELECT docs.id, docs.seq, docs.d,
        coalesce(lex.matched, 0)
@@ -96,18 +102,28 @@ def _tsquery(namespace_id: int, lexeme: str) -> str:
 
 
 def evidence_candidates(*, namespace: Namespace, query: str, k: int,
-                        as_of: datetime | None = None) -> list[tuple[int, int, float | None, float]]:
+                        as_of: datetime | None = None,
+                        config: str = "") -> list[tuple[int, int, float | None, float]]:
     """``(observation id, seq, cosine or None, lexical score)`` of every candidate of the
-    evidence read for ``query``: the cosine's nearest and those the query's words propose."""
+    evidence read for ``query``: the cosine's nearest and those the query's words propose.
+    ``config``: another text search configuration than the index's (benchmarks: no index,
+    each observation's lexemes computed as it is read)."""
     vector = vector_literal(query_vector(namespace, query))
+    if config and not config.isidentifier():
+        raise ValueError(f"not a text search configuration: {config!r}")
+    lex = UNINDEXED.format(config=config) if config else INDEXED
+    # The tsquery's ns:<id> lexeme keeps an indexed lookup in the namespace; a row-by-row
+    # one reads the namespace's rows only.
+    scope = " AND e.namespace_id = %(ns)s" if config else ""
     with connection.cursor() as cur:
-        cur.execute(_LEXEMES_SQL, [query])
+        cur.execute(_UNINDEXED_LEXEMES_SQL.format(config=config) if config else _LEXEMES_SQL,
+                    [query])
         lexemes = [row[0] for row in cur.fetchall()]
         queries = [_tsquery(namespace.pk, lexeme) for lexeme in lexemes]
         df: list[int] = []
         total = 0
         if queries:
-            cur.execute(_FREQUENCIES_SQL, {"ns": namespace.pk, "total_cap": TOTAL_CAP,
+            cur.execute(_FREQUENCIES_SQL.format(lex=lex, scope=scope), {"ns": namespace.pk, "total_cap": TOTAL_CAP,
                                            "df_cap": PROPOSING_DF + 1, "queries": queries})
             total, counts = cur.fetchone()
             df = [int(c) for c in counts]
@@ -119,7 +135,8 @@ def evidence_candidates(*, namespace: Namespace, query: str, k: int,
         "queries": [q for q, _ in held], "weights": weights, "proposes": proposes,
         "recheck": not all(proposes), "ns": namespace.pk, "v": vector,
         "df_cap": PROPOSING_DF, "pool": max(MIN_POOL, POOL_PER_ITEM * k), "t": as_of}
-    sql = _SCORES_SQL.format(as_of="" if as_of is None else " AND e.committed_at <= %(t)s")
+    sql = _SCORES_SQL.format(lex=lex, scope=scope, as_of=""
+                             if as_of is None else " AND e.committed_at <= %(t)s")
     with transaction.atomic():
         _search_settings()
         with connection.cursor() as cur:
