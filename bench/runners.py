@@ -47,6 +47,7 @@ class RunConfig:
     only: str | None = None  # perf: one section alone ("graph", "agents")
     baseline: Path | None = None  # perf graph memory, throughput: older code beside this one
     throughput: dict[str, Any] = field(default_factory=dict)  # its --latency, --in-flight, …
+    frontier_conversations: int | None = None  # locomo_evidence: frontier on the first N only
 
     @property
     def model(self) -> str | None:

@@ -100,6 +100,10 @@ class Command(BaseCommand):
         parser.add_argument("--tree", type=Path, default=None,
                             help="throughput: measure this checkout instead of the current one "
                                  "(each in a process of its own, as with --baseline)")
+        parser.add_argument("--frontier-conversations", type=int, default=None,
+                            help="locomo_evidence: give the first N conversations' turns a "
+                                 "fact each and read them in frontier too (default: all; the "
+                                 "facts' embeddings double the ingest)")
         parser.add_argument("--rounds", type=int, default=1,
                             help="throughput with --baseline: rounds, the trees in turn; the "
                                  "best of each is reported")
@@ -137,6 +141,7 @@ class Command(BaseCommand):
             "namespaces": list(options["namespaces"]), "model_url": options["model_url"],
             "model": options["model"],
             "tree": str(options["tree"]) if options["tree"] else None}
+        config.frontier_conversations = options["frontier_conversations"]
         for name in ("lengths", "distances", "sizes"):
             if options[name]:
                 setattr(config, name, options[name])
