@@ -2,9 +2,11 @@
 their meaning (the cosine over their embeddings, pgvector) with their words (PostgreSQL full
 text search over ``pmem_evidence_lex``, migration 0022), with both score parts returned.
 
-Candidates come from both sides: the cosine's nearest observations, and every observation
-holding a query word held by at most :data:`PROPOSING_DF` of the namespace's observations
-(each word one GIN lookup, inside its namespace through the ``ns:<id>`` lexeme). A commoner
+Candidates come from both sides: the cosine's nearest observations, and the observations
+holding the most query weight among those holding a query word held by at most
+:data:`PROPOSING_DF` of the namespace's observations (each word one GIN lookup, inside its
+namespace through the ``ns:<id>`` lexeme); as many from each side (on LoCoMo, fusing every
+observation ranks exactly as fusing these). A commoner
 word still counts towards the candidates' scores (it is checked on them) but proposes none:
 its weight is small, and its posting list could be the whole namespace. An observation the
 embedder has not reached yet (the embedding comes after the commit) is found by its words at
@@ -30,7 +32,7 @@ EVIDENCE_HEADER = "Retrieved observations (best match first):"
 PROPOSING_DF = 1000
 #: Observations counted for the idf's total: above it, the weights hardly move.
 TOTAL_CAP = 20_000
-#: Observations the cosine proposes, per observation asked for (at least :data:`MIN_POOL`).
+#: Observations each side proposes, per observation asked for (at least :data:`MIN_POOL`).
 POOL_PER_ITEM = 4
 MIN_POOL = 40
 
@@ -69,7 +71,8 @@ hits AS (SELECT h.id, w.weight FROM w CROSS JOIN LATERAL (
 sem AS (SELECT e.id FROM memory_evidence e
          WHERE e.namespace_id = %(ns)s AND e.embedding IS NOT NULL{as_of}
          ORDER BY e.embedding <=> %(v)s::vector LIMIT %(pool)s),
-lex AS (SELECT id, sum(weight) AS matched FROM hits GROUP BY id),
+lex AS (SELECT id, sum(weight) AS matched FROM hits GROUP BY id
+         ORDER BY matched DESC, id DESC LIMIT %(pool)s),
 cand AS (SELECT id FROM lex UNION SELECT id FROM sem),
 docs AS MATERIALIZED (
     SELECT e.id, e.seq, e.embedding <=> %(v)s::vector AS d,
