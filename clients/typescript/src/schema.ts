@@ -845,7 +845,7 @@ export interface components {
             } | null;
             /**
              * Format: double
-             * @description drop items whose score is below this: the score each item carries (in frontier the cosine of query and cell plus half the share of the query's rare words the cell holds, -1 to 1.5; otherwise the cosine, -1 to 1)
+             * @description drop items whose score is below this: the score each item carries (in frontier the cosine of query and cell plus half the share of the query's rare words the cell holds, -1 to 1.5; in evidence the cosine plus the share of the query's word weight the observation holds, -1 to 2; otherwise the cosine, -1 to 1)
              */
             min_score?: number | null;
         };
