@@ -48,6 +48,7 @@ class RunConfig:
     baseline: Path | None = None  # perf graph memory, throughput: older code beside this one
     throughput: dict[str, Any] = field(default_factory=dict)  # its --latency, --in-flight, …
     frontier_conversations: int | None = None  # locomo_evidence: frontier on the first N only
+    reuse_run: str | None = None  # locomo_evidence: read an earlier run's namespaces
 
     @property
     def model(self) -> str | None:

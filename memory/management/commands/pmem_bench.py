@@ -104,6 +104,10 @@ class Command(BaseCommand):
                             help="locomo_evidence: give the first N conversations' turns a "
                                  "fact each and read them in frontier too (default: all; the "
                                  "facts' embeddings double the ingest)")
+        parser.add_argument("--reuse-run", default=None,
+                            help="locomo_evidence: read the namespaces the run of this id "
+                                 "ingested in this data directory instead of ingesting (it "
+                                 "scores the conversations that run finished)")
         parser.add_argument("--rounds", type=int, default=1,
                             help="throughput with --baseline: rounds, the trees in turn; the "
                                  "best of each is reported")
@@ -142,6 +146,7 @@ class Command(BaseCommand):
             "model": options["model"],
             "tree": str(options["tree"]) if options["tree"] else None}
         config.frontier_conversations = options["frontier_conversations"]
+        config.reuse_run = options["reuse_run"]
         for name in ("lengths", "distances", "sizes"):
             if options[name]:
                 setattr(config, name, options[name])
