@@ -144,7 +144,7 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     latency: dict[str, list[float]] = {m: [] for m in (*MODES, QUERY)}
     ingest_s = embed_s = 0.0
     keyed_upto = config.frontier_conversations
-    scored = 0
+    scored = keyed_count = 0
     for done, sample in enumerate(samples, start=1):
         turns = _turns(sample["conversation"])
         keyed = keyed_upto is None or done <= keyed_upto
@@ -164,6 +164,7 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 namespace, by_evidence, by_key = _ingest(
                     f"bench-{NAME}-{config.run_id}-{sample['sample_id']}".lower(), turns, keyed)
         scored += 1
+        keyed_count += keyed
         ingest_s += time.perf_counter() - started
         started = time.perf_counter()
         embeddings_wait(timeout=3600)
@@ -200,7 +201,7 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         config.progress(done, len(samples))
     cfg = {"run_id": config.run_id, "dataset": str(dataset), "embedder": embedder_id(),
            "conversations": scored, "k": K, "reused_run": config.reuse_run,
-           "frontier_conversations": min(scored, keyed_upto or scored),
+           "frontier_conversations": keyed_count,
            "query_embedding_p50_ms": round(median(latency[QUERY]), 1), "categories": list(SCORED_CATEGORIES),
            "ingest_s": round(ingest_s, 1), "embed_wait_s": round(embed_s, 1),
            "goals": GOALS, "read": evidence_read.__module__}
