@@ -100,14 +100,10 @@ class Command(BaseCommand):
         parser.add_argument("--tree", type=Path, default=None,
                             help="throughput: measure this checkout instead of the current one "
                                  "(each in a process of its own, as with --baseline)")
-        parser.add_argument("--frontier-conversations", type=int, default=None,
-                            help="locomo_evidence: give the first N conversations' turns a "
-                                 "fact each and read them in frontier too (default: all; the "
-                                 "facts' embeddings double the ingest)")
-        parser.add_argument("--reuse-run", default=None,
-                            help="locomo_evidence: read the namespaces the run of this id "
-                                 "ingested in this data directory instead of ingesting (it "
-                                 "scores the conversations that run finished)")
+        parser.add_argument("--frontier-conversations", type=int, default=None, help=(
+            "locomo_evidence: a fact per turn, read in frontier, for the first N only"))
+        parser.add_argument("--reuse-run", default=None, help=(
+            "locomo_evidence: score the namespaces the run of this id ingested here"))
         parser.add_argument("--rounds", type=int, default=1,
                             help="throughput with --baseline: rounds, the trees in turn; the "
                                  "best of each is reported")
