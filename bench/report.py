@@ -83,6 +83,10 @@ def write(out: Path, scenario: str, config: dict[str, Any], results: list[dict[s
         from . import recall
 
         return recall.write(out, config, results)
+    if scenario == "locomo_evidence":  # its own table and plot (bench/locomo_evidence.py)
+        from . import locomo_evidence
+
+        return locomo_evidence.write(out, config, results)
     if scenario == "throughput":  # its own table and plot (bench/throughput_report.py)
         from . import throughput_report
 

@@ -47,6 +47,8 @@ class RunConfig:
     only: str | None = None  # perf: one section alone ("graph", "agents")
     baseline: Path | None = None  # perf graph memory, throughput: older code beside this one
     throughput: dict[str, Any] = field(default_factory=dict)  # its --latency, --in-flight, …
+    frontier_conversations: int | None = None  # locomo_evidence: frontier on the first N only
+    reuse_run: str | None = None  # locomo_evidence: read an earlier run's namespaces
 
     @property
     def model(self) -> str | None:
@@ -361,6 +363,12 @@ def run_recall(config: RunConfig) -> Results:
     return recall.run(config)
 
 
+def run_locomo_evidence(config: RunConfig) -> Results:
+    from . import locomo_evidence
+
+    return locomo_evidence.run(config)
+
+
 def run_throughput(config: RunConfig) -> Results:
     from . import throughput_report
 
@@ -380,6 +388,7 @@ SCENARIOS: dict[str, Callable[[RunConfig], Results]] = {
     "history": run_history,
     "transfer": run_transfer,
     "recall": run_recall,
+    "locomo_evidence": run_locomo_evidence,
     "throughput": run_throughput,
     "sessions": run_sessions,
 }

@@ -26,6 +26,7 @@ from memory.selectors import (
     ReadResult,
     evidence_for_pruning,
     evidence_line,
+    evidence_read,
     frontier_hybrid_read,
     frontier_read,
     frontier_read_as_of,
@@ -88,6 +89,11 @@ def _raw(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
     return raw_read(namespace=namespace, query=query, k=k, as_of=as_of)
 
 
+def _evidence(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
+              gate: bool, as_of: datetime | None) -> ReadResult:
+    return evidence_read(namespace=namespace, query=query, k=k, as_of=as_of)
+
+
 def _raw_ordered(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
                  gate: bool, as_of: datetime | None) -> ReadResult:
     return raw_read(namespace=namespace, query=query, k=k, ordered=True, as_of=as_of)
@@ -100,7 +106,7 @@ def _pruned(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
 
 _READERS: dict[str, Callable[..., ReadResult]] = {
     "frontier": _frontier, "frontier_cosine": _frontier_cosine, "raw": _raw,
-    "raw_ordered": _raw_ordered, "pruned": _pruned}
+    "evidence": _evidence, "raw_ordered": _raw_ordered, "pruned": _pruned}
 #: Every read mode, in the order the explorer compares them (a mode without a function here
 #: fails at import, not at its first read).
 READ_MODES: dict[str, ReadMode] = {spec.name: ReadMode(spec, _READERS[spec.name])

@@ -228,12 +228,15 @@ class Client(_Base):
                as_of: str | datetime | None = None, disclose: list[str] | None = None,
                filter: dict[str, Any] | None = None, min_score: float | None = None,
                namespace: str | None = None) -> ReadResult:
-        """Read memory for a query (``frontier``: current values; ``raw``, ``raw_ordered``,
-        ``pruned``: the evidence). ``as_of`` reads the memory as it was then; ``filter``
-        (frontier) keeps the facts whose current version's metadata holds each entry;
-        ``min_score`` drops items scored below it (each item's ``score``: in ``frontier`` the
-        cosine similarity of query and fact plus up to 0.5 for the query's exact rare words,
-        -1 to 1.5; otherwise the cosine, -1 to 1; what is relevant depends on the embedder)."""
+        """Read memory for a query (``frontier``: current values; ``evidence``: the
+        observations that best match by meaning and by the query's words; ``raw``,
+        ``raw_ordered``, ``pruned``: the evidence by meaning). ``as_of`` reads the memory as it
+        was then; ``filter`` (frontier) keeps the facts whose current version's metadata holds
+        each entry; ``min_score`` drops items scored below it (each item's ``score``: in
+        ``frontier`` the cosine similarity of query and fact plus up to 0.5 for the query's
+        exact rare words, -1 to 1.5; in ``evidence`` the cosine plus up to 1 for the query's
+        words, -1 to 2, with ``semantic_score`` and ``lexical_score``; otherwise the cosine, -1
+        to 1; what is relevant depends on the embedder)."""
         return self._run(p.recall(self._ns(namespace), query=query, mode=mode, k=k,
                                   as_of=as_of, disclose=disclose, filter=filter,
                                   min_score=min_score))

@@ -291,11 +291,13 @@ def _add_read_tools(server: MCPServer, client_for: ClientFor) -> None:
         "Read memory for a question before you answer from it. Answers plain text: in the "
         "default `frontier` mode one `key = value` line per relevant fact, its current value "
         "— a contested fact is marked `(contested)` and lists its candidates after "
-        "`alternatives:` (say which are open, or `resolve` it). `raw` / `raw_ordered` give "
-        "the most similar original observations instead. `as_of` (ISO-8601 with a zone) "
+        "`alternatives:` (say which are open, or `resolve` it). `evidence` gives the original "
+        "observations that best match the question by meaning and by its exact words (what "
+        "was said); `raw` / `raw_ordered` the most similar ones by meaning alone. `as_of` (ISO-8601 with a zone) "
         "reads the memory as it was then; `filter` keeps facts whose metadata holds each "
         "entry; `min_score` drops lines scored below it (frontier: the query's similarity to "
-        "the fact plus up to 0.5 for its exact rare words, -1 to 1.5). The "
+        "the fact plus up to 0.5 for its exact rare words, -1 to 1.5; evidence: the similarity "
+        "plus up to 1 for the question's words, -1 to 2). The "
         "lines are the nearest facts, not necessarily relevant ones: judge them."))
     async def recall(
         query: Annotated[str, Field(description="The question or topic.")],

@@ -33,7 +33,17 @@ def _read_lines(mode: str, items: list[dict[str, Any]],
         return [{"text": i.get("line", ""), "marks": [{"key": i["key"], "mark": i["status"]}]}
                 for i in items]
     return [{"text": i.get("text", ""), "evidence": i["id"], "seq": i.get("seq"),
-             "marks": effects.get(i["id"], [])} for i in items]
+             "marks": effects.get(i["id"], []), "parts": _score_parts(i)} for i in items]
+
+
+def _score_parts(item: dict[str, Any]) -> str:
+    """What a fused score is made of (the evidence read), in words; empty for one score."""
+    if "lexical_score" not in item:
+        return ""
+    meaning = item.get("semantic_score")
+    return (f"score {item['score']:.2f}: meaning "
+            f"{'not embedded yet' if meaning is None else f'{meaning:.2f}'}"
+            f", words {item['lexical_score']:.2f}")
 
 
 def read_all(namespace: Namespace, query: str, k: int | None,

@@ -465,12 +465,16 @@ class FrontierItemOut(Out):
 
 
 class EvidenceItemOut(Out):
-    """An observation of a raw read: its line of the context and its score."""
+    """An observation of a raw or evidence read: its line of the context and its score."""
 
     id = serializers.IntegerField()
     seq = serializers.IntegerField()
     text = serializers.CharField(allow_blank=True)
     score = serializers.FloatField()
+    # The parts the evidence read fuses (SPEC §7): the cosine (null for an observation not
+    # embedded yet) and the query's word weight it holds; raw's score is the cosine alone.
+    semantic_score = serializers.FloatField(required=False, allow_null=True)
+    lexical_score = serializers.FloatField(required=False)
     source = serializers.CharField(allow_blank=True)  # type: ignore[assignment]
     observed_at = serializers.DateTimeField(allow_null=True)
     received_at = serializers.DateTimeField()

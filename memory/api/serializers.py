@@ -334,7 +334,9 @@ class ReadIn(serializers.Serializer):
         required=False, allow_null=True, min_value=-1.0, max_value=2.0,
         help_text="drop items whose score is below this: the score each item carries (in "
                   "frontier the cosine of query and cell plus half the share of the query's "
-                  "rare words the cell holds, -1 to 1.5; otherwise the cosine, -1 to 1)")
+                  "rare words the cell holds, -1 to 1.5; in evidence the cosine plus the "
+                  "share of the query's word weight the observation holds, -1 to 2; otherwise "
+                  "the cosine, -1 to 1)")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("filter") and not READ_MODES[attrs.get("mode", "frontier")].spec.reads_cells:

@@ -43,6 +43,11 @@ READ_MODE_SPECS: tuple[ReadModeSpec, ...] = (
         "The observations closest in meaning to the query, as they were written, old and "
         "retracted ones included: what plain retrieval would give an agent.", 10, False, "flat"),
     ReadModeSpec(
+        "evidence", "Evidence",
+        "The observations that best match the query by meaning and by its exact words (rare "
+        "words count most), as they were written: what was said, found even before its "
+        "embedding is computed.", 10, False, "flat"),
+    ReadModeSpec(
         "raw_ordered", "Raw + order tags",
         "The same observations in the order they arrived, each tagged [t=…], so a reader can "
         "tell which is newer.", 10, False, "flat"),

@@ -14,6 +14,8 @@ management commands and the benchmarks read through this package and nowhere els
 - :mod:`~memory.selectors.search`: an agent's reads by meaning (frontier, raw), the vector search;
 - :mod:`~memory.selectors.filtered`: the frontier read narrowed by facts' metadata, and a read
   cut at a relevance score;
+- :mod:`~memory.selectors.evidence`: the evidence read (observations by the cosine fused with
+  the query's words, PostgreSQL full text search);
 - :mod:`~memory.selectors.recall`: the frontier read's hybrid ranking (cosine fused with the
   query's exact words);
 - :mod:`~memory.selectors.frontier`: a namespace's cells page by page (the explorer's frontier,
@@ -63,6 +65,7 @@ from .cells import (
     narrow_cells,
     versions_with_value,
 )
+from .evidence import EVIDENCE_HEADER, evidence_read
 from .filtered import EXACT_AT_MOST, frontier_read_filtered, with_min_score
 from .fresh import expiry_checked
 from .frontier import (
@@ -185,6 +188,7 @@ __all__ = [
     "narrow_cells",
     "version_details",
     "frontier_hybrid_read",
+    "EVIDENCE_HEADER", "evidence_read",
     "frontier_candidates",
     "frontier_render",
     "query_vector",

@@ -25,6 +25,7 @@ from memory.domain.readmodes import read_mode_spec
 from memory.models import Namespace
 from memory.services.binding import vector_literal
 
+from .evidence import EVIDENCE_HEADER
 from .search import (
     FRONTIER_HEADER,
     ORDERED_HEADER,
@@ -121,6 +122,8 @@ def with_min_score(result: ReadResult, min_score: float) -> ReadResult:
         return result
     if read_mode_spec(result.mode).reads_cells:
         lines, header = [i["line"] for i in kept], FRONTIER_HEADER
+    elif result.mode == "evidence":
+        lines, header = [i["text"] for i in kept], EVIDENCE_HEADER
     elif result.mode == "raw_ordered":
         lines, header = [f"[t={i['seq']}] {i['text']}" for i in kept], ORDERED_HEADER
     else:

@@ -142,7 +142,7 @@ def test_every_endpoint_answers_what_the_schema_declares(checked: Checked, ns: A
       status=409, template=ops)
     c("get", f"{base}/operations/?limit=2", status=200, template=f"{n}/operations/")
     # Reads in every mode that needs no model, now and as of T.
-    for mode in ("frontier", "raw", "raw_ordered"):
+    for mode in ("frontier", "raw", "evidence", "raw_ordered"):
         c("post", f"{base}/read/", {"query": "where is the mug", "mode": mode,
                                     "disclose": ["support", "alternatives", "history"]},
           status=200, template=f"{n}/read/")

@@ -220,7 +220,7 @@ def test_read_modes_side_by_side_and_the_operation_log(browsing: Browsing, demo_
     b.page.fill("#id_q", "where is laptop 1")
     b.page.get_by_label("history").check()
     b.page.click("form.read-form button[type=submit]")
-    for mode in ("frontier", "raw", "raw_ordered", "pruned"):
+    for mode in ("frontier", "raw", "evidence", "raw_ordered", "pruned"):
         expect(b.page.locator(f"section[data-mode='{mode}']")).to_be_visible()
     frontier = b.page.locator("section[data-mode='frontier'] pre.context")
     expect(frontier).to_contain_text("laptop_1_location = desk 1")

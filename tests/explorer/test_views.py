@@ -331,10 +331,13 @@ def test_read_page_shows_every_mode_with_its_size(demo_ns: Any, make_user: Any) 
         f"/ns/{demo_ns.name}/read/", {"q": "where is the laptop", "disclose": ["history"]})
     body = response.content.decode()
     assert response.status_code == 200
-    for mode in ("frontier", "raw", "raw_ordered", "pruned"):
+    for mode in ("frontier", "raw", "evidence", "raw_ordered", "pruned"):
         assert f'data-mode="{mode}"' in body
     assert "laptop_1_location = desk 1" in body and "[t=" in body
     assert "needs a model" in body and "chars" in body
+    # the evidence read's lines say what their fused score is made of
+    assert 'data-testid="parts-evidence"' in body and ", words " in body
+    assert 'data-testid="parts-raw"' not in body
 
 
 def test_an_alias_redirects_to_the_canonical_cell(demo_ns: Any, make_user: Any) -> None:

@@ -147,7 +147,8 @@ def reads(ns: Namespace, keys: list[str], instants: list[datetime], *, full: boo
                 out[f"timeline:{key}@{at}"] = _get(api, f"{base}/cells/{key}/timeline/",
                                                    ranks, **when)
         if full or at is None:
-            modes = ("frontier", "raw", "raw_ordered") if full else ("frontier", "raw_ordered")
+            modes = (("frontier", "raw", "evidence", "raw_ordered") if full
+                     else ("frontier", "raw_ordered"))
             for mode in modes:
                 for query in queries if full else queries[:1]:
                     out[f"read:{mode}:{query}@{at}"] = _read(api, base, ranks, mode, query, at)

@@ -169,8 +169,10 @@ export declare class Client {
     /** An observation's status and, once committed, its operations. */
     observation(id: number, options?: Scoped): Promise<Observation>;
     /**
-     * Read memory for a query (`frontier`: current values; `raw`, `raw_ordered`, `pruned`: the
-     * evidence). `asOf` reads the memory as it was then.
+     * Read memory for a query (`frontier`: current values; `evidence`: the observations that
+     * best match by meaning and by the query's words, with `semantic_score` and `lexical_score`;
+     * `raw`, `raw_ordered`, `pruned`: the evidence by meaning). `asOf` reads the memory as it was
+     * then.
      */
     recall(query: string, options?: RecallOptions): Promise<ReadResult>;
     /**

@@ -286,8 +286,10 @@ export class Client {
             url: `${await this.#nsPath(options.namespace)}observations/${Math.trunc(id)}/` });
     }
     /**
-     * Read memory for a query (`frontier`: current values; `raw`, `raw_ordered`, `pruned`: the
-     * evidence). `asOf` reads the memory as it was then.
+     * Read memory for a query (`frontier`: current values; `evidence`: the observations that
+     * best match by meaning and by the query's words, with `semantic_score` and `lexical_score`;
+     * `raw`, `raw_ordered`, `pruned`: the evidence by meaning). `asOf` reads the memory as it was
+     * then.
      */
     async recall(query, options = {}) {
         const body = { query, mode: options.mode ?? "frontier" };

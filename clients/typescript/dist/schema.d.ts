@@ -351,7 +351,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Read memory for a query: frontier, frontier_cosine, raw, raw_ordered, pruned
+         * Read memory for a query: frontier, frontier_cosine, raw, evidence, raw_ordered, pruned
          * @description Base: refuses oversize bodies before parsing; resolves the namespace per request.
          *
          *     Token scope: `read` (or a member role that covers it).
@@ -419,12 +419,13 @@ export interface components {
          * @description * `frontier` - frontier
          *     * `frontier_cosine` - frontier_cosine
          *     * `raw` - raw
+         *     * `evidence` - evidence
          *     * `raw_ordered` - raw_ordered
          *     * `pruned` - pruned
          *     * `iterative` - iterative
          * @enum {string}
          */
-        AnswerInModeEnum: "frontier" | "frontier_cosine" | "raw" | "raw_ordered" | "pruned" | "iterative";
+        AnswerInModeEnum: "frontier" | "frontier_cosine" | "raw" | "evidence" | "raw_ordered" | "pruned" | "iterative";
         AnswerInRequest: {
             query: string;
             /** @default frontier */
@@ -600,13 +601,17 @@ export interface components {
             /** @description 409 of a reused idempotency_key: the first observation */
             observation?: number;
         };
-        /** @description An observation of a raw read: its line of the context and its score. */
+        /** @description An observation of a raw or evidence read: its line of the context and its score. */
         EvidenceItemOut: {
             id: number;
             seq: number;
             text: string;
             /** Format: double */
             score: number;
+            /** Format: double */
+            semantic_score?: number | null;
+            /** Format: double */
+            lexical_score?: number;
             source: string;
             /** Format: date-time */
             observed_at: string | null;
@@ -976,11 +981,12 @@ export interface components {
          * @description * `frontier` - frontier
          *     * `frontier_cosine` - frontier_cosine
          *     * `raw` - raw
+         *     * `evidence` - evidence
          *     * `raw_ordered` - raw_ordered
          *     * `pruned` - pruned
          * @enum {string}
          */
-        ReadInModeEnum: "frontier" | "frontier_cosine" | "raw" | "raw_ordered" | "pruned";
+        ReadInModeEnum: "frontier" | "frontier_cosine" | "raw" | "evidence" | "raw_ordered" | "pruned";
         ReadInRequest: {
             query: string;
             /** @default frontier */
@@ -997,7 +1003,7 @@ export interface components {
             } | null;
             /**
              * Format: double
-             * @description drop items whose score is below this: the score each item carries (in frontier the cosine of query and cell plus half the share of the query's rare words the cell holds, -1 to 1.5; otherwise the cosine, -1 to 1)
+             * @description drop items whose score is below this: the score each item carries (in frontier the cosine of query and cell plus half the share of the query's rare words the cell holds, -1 to 1.5; in evidence the cosine plus the share of the query's word weight the observation holds, -1 to 2; otherwise the cosine, -1 to 1)
              */
             min_score?: number | null;
         };

@@ -444,8 +444,10 @@ export class Client {
   }
 
   /**
-   * Read memory for a query (`frontier`: current values; `raw`, `raw_ordered`, `pruned`: the
-   * evidence). `asOf` reads the memory as it was then.
+   * Read memory for a query (`frontier`: current values; `evidence`: the observations that
+   * best match by meaning and by the query's words, with `semantic_score` and `lexical_score`;
+   * `raw`, `raw_ordered`, `pruned`: the evidence by meaning). `asOf` reads the memory as it was
+   * then.
    */
   async recall(query: string, options: RecallOptions = {}): Promise<ReadResult> {
     const body: Record<string, unknown> = { query, mode: options.mode ?? "frontier" };

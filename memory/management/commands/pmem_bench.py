@@ -67,7 +67,7 @@ class Command(BaseCommand):
         parser.add_argument("--questions", type=int, default=None,
                             help="FactConsolidation questions per kind (default 100)")
         parser.add_argument("--dataset", type=Path, default=None,
-                            help="dataset file for longmemeval / locomo")
+                            help="dataset file for longmemeval / locomo / locomo_evidence")
         parser.add_argument("--scale", choices=("small", "medium", "full"), default="medium",
                             help="perf: small (minutes), medium (100k versions/cells, the "
                                  "default) or full (1M); transfer: small (10k versions, 100k"
@@ -92,7 +92,9 @@ class Command(BaseCommand):
         if options["model"]:
             overrides["PMEM_LLM_MODEL"] = options["model"]
         if options["scenario"] != "recall":
-            embedder = options["embedder"] or "hashing"
+            # LoCoMo's evidence retrieval is measured with the default (semantic) embedder.
+            embedder = options["embedder"] or (
+                "minilm" if options["scenario"] == "locomo_evidence" else "hashing")
             overrides["PMEM_EMBEDDER"] = embedder
             os.environ["PMEM_EMBEDDER"] = embedder  # the processes a benchmark starts
         with override_settings(**overrides):
@@ -118,6 +120,8 @@ class Command(BaseCommand):
             "embedders": _embedders(options["embedders"]),
             "model": options["model"],
             "tree": str(options["tree"]) if options["tree"] else None}
+        config.frontier_conversations = options["frontier_conversations"]
+        config.reuse_run = options["reuse_run"]
         for name in ("lengths", "distances", "sizes"):
             if options[name]:
                 setattr(config, name, options[name])
@@ -169,6 +173,10 @@ def _throughput_arguments(parser: CommandParser) -> None:
                         help="sessions: conversations also ingested turn by turn")
     parser.add_argument("--batch-observations", type=int, default=2000,
                         help="sessions: observations of the batch/one-by-one comparison")
+    parser.add_argument("--frontier-conversations", type=int, default=None, help=(
+        "locomo_evidence: a fact per turn, read in frontier, for the first N only"))
+    parser.add_argument("--reuse-run", default=None, help=(
+        "locomo_evidence: score the namespaces the run of this id ingested here"))
     parser.add_argument("--rounds", type=int, default=1,
                         help="throughput with --baseline: rounds, the trees in turn; the "
                              "best of each is reported")
