@@ -132,9 +132,12 @@ def test_deleting_a_namespace_leaves_nothing_of_it_and_changes_nothing_else():
     assert body["counts"]["cells"] == 2 and body["counts"]["observations"] == 2
     assert body["counts"]["tokens"] == 1 and body["name_digest"] == name_digest("acme-alice")
 
-    # Nothing of it is reachable: the name answers 404, its own token no longer works.
-    assert api.get("/api/v1/namespaces/acme-alice/cells/").status_code == 404
+    # Nothing of it is reachable: the namespace answers 404, its own token no longer works,
+    # and to the application token the name reads as one never written (empty, SPEC §11).
     assert api.delete("/api/v1/namespaces/acme-alice/").status_code == 404
+    fresh = api.get("/api/v1/namespaces/acme-alice/cells/")
+    assert fresh.status_code == 200 and fresh.json()["results"] == []
+    assert api.get("/api/v1/namespaces/acme-alice/cells/home/").status_code == 404
     assert client(own).get("/api/v1/whoami/").status_code == 401
     assert "acme-alice" not in [r["name"] for r in api.get("/api/v1/namespaces/").json()["results"]]
     dumped = pgdump.dump()
@@ -157,7 +160,7 @@ def test_deleting_a_namespace_leaves_nothing_of_it_and_changes_nothing_else():
     assert audit.name_digest == name_digest("acme-alice")
 
     # The name starts empty.
-    assert api.get("/api/v1/namespaces/acme-alice/cells/").status_code == 404
+    assert api.get("/api/v1/namespaces/acme-alice/cells/").json()["results"] == []
     remember(api, "acme-alice", {"key": "food", "value": "tea"})
     cells = api.get("/api/v1/namespaces/acme-alice/cells/").json()["results"]
     assert [(c["key"], c["value"]) for c in cells] == [("food", "tea")]

@@ -1,4 +1,4 @@
-"""A namespace whose facts expire exports as format version 3 and imports back with each
+"""A namespace whose facts expire exports as format version 4 and imports back with each
 version's expiry and the expired ones' status (SPEC §13, §11.2)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def test_expiries_and_expired_versions_round_trip(tmp_path: Path, capsys) -> Non
     expire_due(namespace_id=ns.pk)
     out = tmp_path / "ns.ndjson"
     call_command("pmem_export", "ending-source", "--out", str(out))
-    assert json.loads(out.read_text().splitlines()[0])["version"] == 3
+    assert json.loads(out.read_text().splitlines()[0])["version"] == 4
     call_command("pmem_import", str(out), "--as", "ending-copy")
     copy = Namespace.objects.get(name="ending-copy")
     mine = {(v.value, v.status, v.expires_at) for v in Version.objects.filter(namespace=ns)}
