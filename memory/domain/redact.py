@@ -120,6 +120,25 @@ def _occurrences(folded: str, needle: str) -> Iterable[tuple[int, int]]:
         at = folded.find(needle, at + 1)
 
 
+def kept_spans(text: str, keep: Collection[str], erased: Collection[str]) -> list[tuple[int, int]]:
+    """Where ``text`` says what a kept fact says: in any folded form, or, when that form is
+    also an erased value's (``erased``: folded needles; ``LISBON`` kept, ``Lisbon`` erased),
+    only as written."""
+    out: list[tuple[int, int]] = []
+    folded, starts, ends = fold_map(text)
+    for k in keep:
+        needle = _needle(k)
+        if not needle:
+            continue
+        if needle in erased:
+            out += [(f, la + 1) for f, la in _occurrences(text, k)]
+        elif starts is None:
+            out += [(f, la + 1) for f, la in _occurrences(folded, needle)]
+        else:
+            out += [(starts[f], ends[la]) for f, la in _occurrences(folded, needle)]
+    return out
+
+
 class Redactor:
     """Replaces every whole-token occurrence of any of ``values`` (in any folded form) in
     strings and in parsed JSON. Values made only of format characters are matched with those
@@ -180,7 +199,7 @@ class Redactor:
                     spans.append((first, last + 1) if starts is None
                                  else (starts[first], ends[last]))
         if spans and keep:
-            kept = self._kept_spans(text, keep)
+            kept = kept_spans(text, keep, self._needles)
             spans = [(s, e) for s, e in spans if not any(ks <= s and e <= ke for ks, ke in kept)]
         if len(spans) < 2:
             return spans
@@ -192,23 +211,6 @@ class Redactor:
             else:
                 merged.append((start, end))
         return merged
-
-    def _kept_spans(self, text: str, keep: Collection[str]) -> list[tuple[int, int]]:
-        """Where ``text`` says what a kept fact says: in any folded form, or, when that form
-        is also an erased value's (``LISBON`` kept, ``Lisbon`` erased), only as written."""
-        out: list[tuple[int, int]] = []
-        folded, starts, ends = fold_map(text)
-        for k in keep:
-            needle = _needle(k)
-            if not needle:
-                continue
-            if needle in self._needles:
-                out += [(f, la + 1) for f, la in _occurrences(text, k)]
-            elif starts is None:
-                out += [(f, la + 1) for f, la in _occurrences(folded, needle)]
-            else:
-                out += [(starts[f], ends[la]) for f, la in _occurrences(folded, needle)]
-        return out
 
     @staticmethod
     def _replace(text: str, spans: list[tuple[int, int]], marker: str) -> str:
