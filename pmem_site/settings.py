@@ -272,6 +272,10 @@ PMEM_FRONTIER_FLUSH_ASYNC = env_bool("PMEM_FRONTIER_FLUSH_ASYNC", True)
 # Privacy erases re-embed what they redacted and VACUUM after the request, in a task queued on
 # commit; beat runs it this often too (a lost message, a failing embedder).
 PMEM_ERASE_FOLLOWUP_EVERY = env_int("PMEM_ERASE_FOLLOWUP_EVERY", 300)
+# 1: the follow-up rewrites the erase tables (VACUUM FULL, one table at a time, each locked
+# while it is rewritten) so that the erased bytes leave the table files; 0: a plain VACUUM,
+# which leaves them in free space until overwritten (README, "Privacy erase").
+PMEM_ERASE_REWRITE = env_bool("PMEM_ERASE_REWRITE", False)
 CELERY_BEAT_SCHEDULE = {
     "flush-frontier-index": {"task": "memory.tasks.flush_frontiers",
                              "schedule": float(PMEM_FRONTIER_FLUSH_EVERY)},

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError, OperationalError, connection, transaction
 from django.utils import timezone
 
@@ -561,7 +562,10 @@ def erase_followup(*, budget: int = 20 * REEMBED_BATCH) -> dict[str, int]:
                            .values_list("id", flat=True))
             if not waiting:
                 break
-            _vacuum()
+            if settings.PMEM_ERASE_REWRITE:
+                erase_rewrite()
+            else:
+                _vacuum()
             EraseAudit.objects.filter(pk__in=waiting).update(vacuumed_at=timezone.now())
             done["vacuumed"] += len(waiting)
     finally:
@@ -570,7 +574,19 @@ def erase_followup(*, budget: int = 20 * REEMBED_BATCH) -> dict[str, int]:
     return done
 
 
+def erase_rewrite(tables: Sequence[str] = ERASE_TABLES) -> list[str]:
+    """Rewrite the erase tables (``VACUUM FULL``: new files, indexes rebuilt, the old files
+    unlinked), so that no byte of an erased value stays in a table file's free space. One
+    table at a time: each is locked (ACCESS EXCLUSIVE) only while it is rewritten, which takes
+    about as long as copying it. Never inside a transaction. Returns the tables rewritten."""
+    with connection.cursor() as cur:
+        for table in tables:
+            cur.execute(f"VACUUM (FULL, ANALYZE) {table}")
+    return list(tables)
+
+
 def _vacuum() -> None:
-    """Dead tuples and index entries still hold erased bytes until vacuumed."""
+    """Dead tuples and index entries still hold erased bytes until vacuumed; a plain VACUUM
+    frees their space for reuse without overwriting it (erase_rewrite does)."""
     with connection.cursor() as cur:
         cur.execute(f"VACUUM (INDEX_CLEANUP ON) {', '.join(ERASE_TABLES)}")
