@@ -146,3 +146,20 @@ def test_every_namespace_the_api_produces_exports_and_imports_back_exactly(bodie
     copy = namespace_import(path, name=f"{ns.name}-copy").namespace
     assert file_normal_form(export_text(copy)) == file_normal_form(text)
     assert copy.evidence.count() == accepted
+
+
+def test_edge_metadata_the_api_accepts_round_trips_exactly(tmp_path):
+    edge = {"max": 2**53 - 1, "min": -(2**53) + 1, "big_float": 9007199254740991.0,
+            "tiny": 5e-324, "tenth": 0.1, "neg_zero": -0.0, "yes": True, "no": False,
+            "k" * 64: "s" * 500, "unicode": "東京 \u2028 é\u0301 🙂", "empty": ""}
+    edge |= {f"n{i}": i for i in range(32 - len(edge))}
+    ns = namespace_create(name=f"adm-{next(_names)}")
+    r = post(api_for(ns), ns, {"facts": [{"key": "k", "value": "v", "metadata": edge}]})
+    assert r.status_code == 201, r.content
+    text = export_text(ns)
+    path = Path(tmp_path) / "edge.ndjson"
+    path.write_text(text)
+    copy = namespace_import(path, name=f"{ns.name}-copy").namespace
+    assert file_normal_form(export_text(copy)) == file_normal_form(text)
+    got = api_for(copy).get(f"/api/v1/namespaces/{copy.name}/cells/k/").json()["metadata"]
+    assert got == edge
