@@ -36,6 +36,12 @@ def mcp_command(port: int, api_url: str) -> list[str]:
     return [sys.executable, "-m", "pmem_mcp", "--port", str(port), "--api-url", api_url]
 
 
+#: The access log: method, path and protocol, never the query string (a search for a value,
+#: later erased, would stay in it) nor the referer (the explorer's pages carry queries too);
+#: docs/operations.md, "Logs".
+ACCESS_LOG_FORMAT = '%(h)s %(l)s %(u)s %(t)s "%(m)s %(U)s %(H)s" %(s)s %(b)s %(L)s "%(a)s"'
+
+
 def web_command(port: int, control_socket: Path | None = None) -> list[str]:
     """gunicorn serving the site, its own refusals (a request line or headers past its
     limits) answered in JSON like every other error (pmem_site.web_worker), with this
@@ -48,7 +54,7 @@ def web_command(port: int, control_socket: Path | None = None) -> list[str]:
             f"127.0.0.1:{port}", "--workers", os.environ.get("PMEM_WEB_WORKERS", "2"),
             "--threads", "4", "--worker-class", "pmem_site.web_worker.JsonErrorWorker",
             "--timeout", "120", "--graceful-timeout", "5", "--access-logfile", "-",
-            "--control-socket", str(control),
+            "--access-logformat", ACCESS_LOG_FORMAT, "--control-socket", str(control),
             *(part for option in LIMITS.items() for part in option)]
 
 

@@ -281,6 +281,10 @@ PMEM_ERASE_FOLLOWUP_EVERY = env_int("PMEM_ERASE_FOLLOWUP_EVERY", 300)
 # How often beat records the ``expire`` operations of facts whose expiry passed (SPEC §13);
 # reads do not wait for it (each expires what is due in its namespace first).
 PMEM_EXPIRY_EVERY = env_int("PMEM_EXPIRY_EVERY", 30)
+# 1: the follow-up rewrites the erase tables (VACUUM FULL, one table at a time, each locked
+# while it is rewritten) so that the erased bytes leave the table files; 0: a plain VACUUM,
+# which leaves them in free space until overwritten (README, "Privacy erase").
+PMEM_ERASE_REWRITE = env_bool("PMEM_ERASE_REWRITE", False)
 CELERY_BEAT_SCHEDULE = {
     "expire-facts": {"task": "memory.tasks.expire_facts",
                      "schedule": float(max(1, PMEM_EXPIRY_EVERY))},

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -13,16 +13,16 @@ from rest_framework import serializers
 from memory.domain import (
     BIGINT_MAX,
     DISCLOSURES,
-    KEY_MAX_CHARS,
     OBSERVATION_OPS,
     VALUE_OPS,
     OpType,
     conversation,
-    normalize_key,
 )
+from memory.domain.admission import Refused, check_key, check_observation
 from memory.domain.instants import TimeRefused, parse_instant
 from memory.domain.metadata import Metadata, MetadataRefused, clean_metadata
 from memory.reads import ANSWER_MODES, READ_MODES
+from memory.services.admission import limits
 from memory.services.ordinals import parse_ordinal
 
 
@@ -67,14 +67,14 @@ class VersionField(serializers.Field):
 
 class InstantField(serializers.DateTimeField):
     """A JSON string read by the one parser of times (:mod:`memory.domain.instants`): UTC out,
-    a refusal naming the field for what PostgreSQL could not hold. A time without a zone is
-    read as UTC, as this field always read it."""
+    a refusal naming the field for what PostgreSQL could not hold, or for a time without a
+    zone (ambiguous: CONTRACT "Input that is refused")."""
 
     def to_internal_value(self, value: Any) -> datetime:
         if not isinstance(value, str):
             self.fail("invalid", format="an ISO-8601 string")
         try:
-            moment = parse_instant(value, field=self.field_name or "time", zone=UTC)
+            moment = parse_instant(value, field=self.field_name or "time")
         except TimeRefused as refused:
             raise serializers.ValidationError(refused.message) from None
         if moment is None:
@@ -120,13 +120,21 @@ def _key_field() -> serializers.CharField:
 
 def key_problem(key: str) -> str | None:
     """Why ``key`` cannot name a cell (SPEC §1), or None: nothing left once normalised, or
-    longer than the store holds (NFKC can expand a character: U+FDFA is 18 letters)."""
-    canonical = normalize_key(key)
-    if not canonical:
-        return "the key has no letters, marks or digits (of any script)"
-    if len(canonical) > KEY_MAX_CHARS:
-        return f"the key is over {KEY_MAX_CHARS} characters once normalised"
+    longer than the store holds (NFKC can expand a character: U+FDFA is 18 letters). The
+    importer asks the same (memory.domain.admission)."""
+    try:
+        check_key(key, limits())
+    except Refused as refused:
+        return refused.message
     return None
+
+
+def admitted(check: Any, **kwargs: Any) -> None:
+    """Run a check of memory.domain.admission, the importer's too, as a 400 naming the field."""
+    try:
+        check(limits=limits(), **kwargs)
+    except Refused as refused:
+        raise serializers.ValidationError({refused.field: refused.message}) from None
 
 
 def _value_field() -> serializers.CharField:
@@ -293,6 +301,8 @@ class ObservationIn(serializers.Serializer):
                 raise serializers.ValidationError({"messages": (
                     f"the session reads as {len(rendered)} characters of text, over "
                     f"{settings.PMEM_MAX_TEXT_CHARS}: send it as several observations")})
+        admitted(check_observation, text=attrs.get("text", ""), facts=attrs.get("facts"),
+                 source=attrs.get("source", ""), idempotency_key=attrs.get("idempotency_key"))
         return attrs
 
 

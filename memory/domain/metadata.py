@@ -46,6 +46,10 @@ def _check_value(key: str, value: object) -> Scalar:
     if isinstance(value, float):
         if not math.isfinite(value):
             raise MetadataRefused(f"{key!r}: a finite number")
+        # PostgreSQL keeps 1e300 as a 301-digit integer, which no JSON reader (nor the
+        # importer) takes back: every number stays within the integers JSON holds exactly.
+        if abs(value) > MAX_SAFE_INTEGER:
+            raise MetadataRefused(f"{key!r}: numbers within ±{MAX_SAFE_INTEGER}")
         return value
     if isinstance(value, str):
         if len(value) > MAX_STRING_CHARS:

@@ -1,5 +1,6 @@
 """Redaction of erased values (SPEC §6): find every form of a value the service treats as equal
-to it inside a string, and replace only that; walk parsed JSON and touch only string values.
+to it inside a string, as a whole token, and replace only that; walk parsed JSON and touch only
+string values; leave alone what another kept fact of the same observation says.
 
 Matching folds both sides with the Unicode *compatibility caseless* form
 ``NFKD(casefold(NFKD(casefold(NFD(x)))))``, collapses whitespace runs to one space and drops
@@ -8,6 +9,13 @@ values that :func:`memory.domain.model.normalize_value` calls equal (NFKC, white
 to the same string, so a full-width or upper-case copy of a secret is found; a copy broken up
 by a soft hyphen is found too, although the service stores it as another value, because it
 reads the same to a person (docs/decisions.md, "Privacy erase").
+
+A match counts only as a **whole token**: the folded character before it and the one after it
+(if any) must each be whitespace, or neither a word character (a letter, mark, digit or ``_``)
+nor a character of the value itself. Erasing ``val1`` leaves ``val10`` whole, erasing ``a-b``
+leaves ``a-b-c``, and erasing ``Lisbon`` does redact ``Lisbon-north`` — unless that span is
+what another fact the erase keeps says (``keep``): a match inside a kept span is never
+replaced.
 
 The fold is applied chunk by chunk (a character that starts a combining sequence and the marks
 that follow it), so every folded character knows the span of the original it came from: a
@@ -19,17 +27,13 @@ pass with an Aho-Corasick automaton, linear in the text whatever the number of v
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import ahocorasick
 
-#: Values shorter than this (folded) are matched as whole words only: erasing a value ``e``
-#: must not turn "the" into "th[erased]". Longer ones are matched anywhere, inside words too
-#: (a secret followed by a letter is still the secret).
-SHORT = 3
 #: What an erased value is replaced with, unless the marker itself holds an erased value
-#: (a value ``e`` or ``[``): then the next candidate; the last one, "", deletes.
+#: (a value ``erased`` or ``[``): then the next candidate; the last one, "", deletes.
 MARKERS = ("[erased]", "\u2588", "")
 _ASCII_SPACE = str.maketrans({c: " " for c in "\t\n\v\f\r\x1c\x1d\x1e\x1f"})
 
@@ -88,12 +92,64 @@ def _needle(value: str) -> str:
     return fold(value)
 
 
-class Redactor:
-    """Replaces every occurrence of any of ``values`` (in any folded form) in strings and in
-    parsed JSON. Values made only of format characters are matched with those kept."""
+def is_word(ch: str) -> bool:
+    """A character that continues a token: a letter, mark or digit of any script, or ``_``
+    (keys are snake_case: erasing ``rk1`` leaves ``rk1_total``)."""
+    return ch == "_" or (ch.isascii() and ch.isalnum()) or (
+        not ch.isascii() and unicodedata.category(ch)[0] in "LMN")
 
-    def __init__(self, values: Iterable[str]) -> None:
+
+def bounded(folded: str, first: int, last: int) -> bool:
+    """Whether ``folded[first:last + 1]`` stands as a whole token (module docstring)."""
+    needle = folded[first:last + 1]
+    for at in (first - 1, last + 1):
+        if 0 <= at < len(folded):
+            ch = folded[at]
+            if ch != " " and (is_word(ch) or ch in needle):
+                return False
+    return True
+
+
+def _occurrences(folded: str, needle: str) -> Iterable[tuple[int, int]]:
+    """Whole-token occurrences of ``needle`` in ``folded``, as (first, last) indices."""
+    at = folded.find(needle)
+    while at >= 0:
+        last = at + len(needle) - 1
+        if bounded(folded, at, last):
+            yield at, last
+        at = folded.find(needle, at + 1)
+
+
+def kept_spans(text: str, keep: Collection[str], erased: Collection[str]) -> list[tuple[int, int]]:
+    """Where ``text`` says what a kept fact says: in any folded form, or, when that form is
+    also an erased value's (``erased``: folded needles; ``LISBON`` kept, ``Lisbon`` erased),
+    only as written."""
+    out: list[tuple[int, int]] = []
+    folded, starts, ends = fold_map(text)
+    for k in keep:
+        needle = _needle(k)
+        if not needle:
+            continue
+        if needle in erased:
+            out += [(f, la + 1) for f, la in _occurrences(text, k)]
+        elif starts is None:
+            out += [(f, la + 1) for f, la in _occurrences(folded, needle)]
+        else:
+            out += [(starts[f], ends[la]) for f, la in _occurrences(folded, needle)]
+    return out
+
+
+class Redactor:
+    """Replaces every whole-token occurrence of any of ``values`` (in any folded form) in
+    strings and in parsed JSON. Values made only of format characters are matched with those
+    kept. ``names`` are the erased key's names (canonical, as :func:`normalize_key` gives):
+    a fact naming one of them is the erased key's, and :meth:`facts` redacts it whole."""
+
+    def __init__(self, values: Iterable[str], *, names: Collection[str] = (),
+                 normalize_key: Callable[[str], str] | None = None) -> None:
         self._passes: list[tuple[bool, Any]] = []
+        self.names = frozenset(names)
+        self._normalize_key = normalize_key or (lambda k: k)
         plain: set[str] = set()
         formatted: set[str] = set()
         for value in values:
@@ -113,8 +169,7 @@ class Redactor:
         #: An ASCII string shorter than every value cannot hold one (its fold is no longer
         #: than itself; other strings can grow: "é" folds to "e" and a combining accent).
         self._shortest = min((len(n) for n in self._needles), default=0)
-        self._has_short = self._shortest < SHORT
-        self.marker = next(m for m in MARKERS if not m or not self._spans(m))
+        self.marker = next(m for m in MARKERS if not m or not self._spans(m, ()))
         # Redacted strings by original: an observation's extraction repeats the same keys,
         # assertions and extractor names once per fact (bounded: 64k distinct strings).
         self._seen: dict[str, str] = {}
@@ -123,32 +178,29 @@ class Redactor:
     def _may_straddle(self, marker: str) -> bool:
         """Can a value form anew at the edge of ``marker`` once it replaced a match? Only if
         some value holds the marker's first or last character, or the marker deletes (which
-        joins the text around it), or a short value may become a whole word beside it;
-        otherwise one round of replacement suffices."""
+        joins the text around it); otherwise one round of replacement suffices."""
         folded = fold(marker)
-        if not folded or self._has_short:
+        if not folded:
             return True
         return any(edge in n for edge in {folded[0], folded[-1]} for n in self._needles)
 
     def __bool__(self) -> bool:
         return bool(self._passes)
 
-    def _spans(self, text: str) -> list[tuple[int, int]]:
-        """The spans of ``text`` (original indices) that hold a value, merged, in order."""
+    def _spans(self, text: str, keep: Collection[str]) -> list[tuple[int, int]]:
+        """The spans of ``text`` (original indices) that hold a value as a whole token and
+        lie inside no kept span, merged, in order."""
         spans: list[tuple[int, int]] = []
         for drop_format, automaton in self._passes:
             folded, starts, ends = fold_map(text, drop_format=drop_format)
             for last, length in automaton.iter(folded):
                 first = last - length + 1
-                if length < SHORT and (
-                        (folded[first].isalnum() and first > 0 and folded[first - 1].isalnum())
-                        or (folded[last].isalnum() and last + 1 < len(folded)
-                            and folded[last + 1].isalnum())):
-                    continue  # a short value inside a longer word
-                if starts is None:
-                    spans.append((first, last + 1))
-                else:
-                    spans.append((starts[first], ends[last]))
+                if bounded(folded, first, last):
+                    spans.append((first, last + 1) if starts is None
+                                 else (starts[first], ends[last]))
+        if spans and keep:
+            kept = kept_spans(text, keep, self._needles)
+            spans = [(s, e) for s, e in spans if not any(ks <= s and e <= ke for ks, ke in kept)]
         if len(spans) < 2:
             return spans
         spans.sort()
@@ -169,28 +221,32 @@ class Redactor:
         parts.append(text[last:])
         return "".join(parts)
 
-    def text(self, text: str, *, max_length: int | None = None) -> str:
-        """``text`` with every erased value replaced; nothing else changes (the very same
-        object when there was nothing to replace). With ``max_length`` (a varchar column) a
-        longer result takes the one-character marker, or deletes, so that it still fits."""
+    def text(self, text: str, *, keep: Collection[str] = (),
+             max_length: int | None = None) -> str:
+        """``text`` with every erased value replaced, except inside the spans that hold one
+        of ``keep`` (what the observation's kept facts say); nothing else changes (the very
+        same object when there was nothing to replace). With ``max_length`` (a varchar
+        column) a longer result takes the one-character marker, or deletes, to fit."""
         if not self._passes or (len(text) < self._shortest and text.isascii()):
             return text
-        if max_length is None and text in self._seen:
+        cache = max_length is None and not keep
+        if cache and text in self._seen:
             return self._seen[text]
-        spans = self._spans(text)
-        result = self._redact(text, spans, self.marker) if spans else text
+        spans = self._spans(text, keep)
+        result = self._redact(text, spans, self.marker, keep) if spans else text
         if max_length is not None and len(result) > max_length:
-            short = "" if self._spans(MARKERS[1]) else MARKERS[1]
-            result = self._redact(text, spans, short)
-        elif max_length is None and len(self._seen) < 65536:
+            short = "" if self._spans(MARKERS[1], ()) else MARKERS[1]
+            result = self._redact(text, spans, short, keep)
+        elif cache and len(self._seen) < 65536:
             self._seen[text] = result
         return result
 
-    def _redact(self, text: str, spans: list[tuple[int, int]], marker: str) -> str:
+    def _redact(self, text: str, spans: list[tuple[int, int]], marker: str,
+                keep: Collection[str]) -> str:
         text = self._replace(text, spans, marker)
         rounds = 1
         while self._straddles[marker]:
-            spans = self._spans(text)
+            spans = self._spans(text, keep)
             if not spans:
                 break
             if rounds >= 8:  # a value keeps forming at the marker's edge: delete instead
@@ -199,47 +255,71 @@ class Redactor:
             rounds += 1
         return text
 
-    def data(self, value: Any) -> Any:
+    def data(self, value: Any, keep: Collection[str] = ()) -> Any:
         """Parsed JSON with the erased values replaced in string values only: object keys,
         numbers, booleans and the structure stay as they are (a value ``value`` never renames
         a field). Returns ``value`` itself, not a copy, when nothing in it changed."""
         kind = type(value)
         if kind is str:
-            return self.text(value)
+            return self.text(value, keep=keep)
         if kind is dict:
-            return self._dict(value)
+            out: dict[str, Any] | None = None
+            for k, v in value.items():
+                if v is None or type(v) in (bool, int, float):
+                    continue  # (a call saved per scalar: an extraction holds thousands)
+                new = self.data(v, keep)
+                if new is not v:
+                    if out is None:
+                        out = dict(value)
+                    out[k] = new
+            return value if out is None else out
         if kind is list:
-            return self._list(value)
+            items: list[Any] | None = None
+            for i, v in enumerate(value):
+                new = self.data(v, keep)
+                if new is not v:
+                    if items is None:
+                        items = list(value)
+                    items[i] = new
+            return value if items is None else items
         return value
 
-    def _child(self, value: Any) -> Any:
-        kind = type(value)
-        if kind is str:
-            return self.text(value)
-        if kind is dict:
-            return self._dict(value)
-        if kind is list:
-            return self._list(value)
-        return value
+    # --- an observation's facts --------------------------------------------------------------
 
-    def _dict(self, value: dict[str, Any]) -> dict[str, Any]:
-        out: dict[str, Any] | None = None
-        for k, v in value.items():
-            if v is None or type(v) in (bool, int, float):
-                continue  # (a call saved per scalar: an extraction holds thousands)
-            new = self._child(v)
-            if new is not v:
-                if out is None:
-                    out = dict(value)
-                out[k] = new
-        return value if out is None else out
+    def erased_fact(self, fact: Any) -> bool:
+        """Whether ``fact`` (an item of a facts list) names the erased key."""
+        key = fact.get("key") if isinstance(fact, dict) else None
+        return isinstance(key, str) and self._normalize_key(key) in self.names
 
-    def _list(self, value: list[Any]) -> list[Any]:
+    def kept(self, *fact_lists: Any) -> list[str]:
+        """What the facts the erase keeps say (their keys and values): spans never redacted."""
+        out: list[str] = []
+        for facts in fact_lists:
+            for fact in facts if isinstance(facts, list) else ():
+                if isinstance(fact, dict) and not self.erased_fact(fact):
+                    out += [s for s in (fact.get("key"), fact.get("value"))
+                            if isinstance(s, str) and s.strip()]
+        return out
+
+    def facts(self, facts: Any, keep: Collection[str] = ()) -> Any:
+        """A facts list: a fact of the erased key loses its key and value (the marker) and
+        its metadata (the member goes), its other strings redacted; a kept fact is never
+        touched. Anything that is not a list of facts is redacted as plain JSON."""
+        if not isinstance(facts, list):
+            return self.data(facts, keep)
         out: list[Any] | None = None
-        for i, v in enumerate(value):
-            new = self._child(v)
-            if new is not v:
+        for i, fact in enumerate(facts):
+            if self.erased_fact(fact):
+                new = {k: self.data(v, keep) for k, v in fact.items() if k != "metadata"}
+                new["key"] = self.marker
+                if isinstance(fact.get("value"), str):
+                    new["value"] = self.marker
+            elif isinstance(fact, dict):
+                continue
+            else:
+                new = self.data(fact, keep)
+            if new != fact or type(new) is not type(fact):
                 if out is None:
-                    out = list(value)
+                    out = list(facts)
                 out[i] = new
-        return value if out is None else out
+        return facts if out is None else out

@@ -13,9 +13,12 @@ scope is worth everywhere. Pure Python: no Django import.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterable
 from datetime import datetime
 from enum import StrEnum
+
+from confusable_homoglyphs import confusables
 
 
 class Scope(StrEnum):
@@ -93,6 +96,35 @@ class SourceRefused(Exception):
                          f"a write token names {allowed}sources without one")
 
 
+#: Default-ignorable characters outside category Cf (combining grapheme joiner, Hangul fillers,
+#: Khmer inherent vowels, Mongolian variation selectors, variation selectors).
+_IGNORABLE = frozenset([0x034F, 0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0,
+                        *range(0x180B, 0x1810), *range(0xFE00, 0xFE10),
+                        *range(0xE0100, 0xE01F0)])
+
+
+def _invisible(ch: str) -> bool:
+    return unicodedata.category(ch) == "Cf" or ord(ch) in _IGNORABLE
+
+
+def source_fold(name: str) -> str:
+    """The form two source names are compared in: NFKC, case-folded, invisible characters
+    removed, so ``PAYROLL``, ``pay\u00adroll`` and full-width ``ｐａｙｒｏｌｌ`` are ``payroll``."""
+    visible = "".join(ch for ch in name if not _invisible(ch))
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", visible).casefold()).strip()
+
+
+def source_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a source, or None: it mixes scripts with characters that look
+    like another script's (``pаyroll`` with a Cyrillic ``а``), so it would read as a name it
+    is not."""
+    folded = source_fold(name)
+    if folded and not folded.isascii() and confusables.is_dangerous(folded):
+        return ("the name mixes scripts with look-alike characters (it would read as"
+                " another name): write it in one script")
+    return None
+
+
 def source_refusal(*, scope: Scope | str, bound: Iterable[str], source: str,
                    trusted: bool) -> SourceRefused | None:
     """Why a token of ``scope`` bound to ``bound`` may not name ``source`` (``trusted``: the
@@ -102,7 +134,8 @@ def source_refusal(*, scope: Scope | str, bound: Iterable[str], source: str,
     delegate, trusted with erase already) names any; a ``write`` token its bound sources, and
     any source nobody gave a trust level — those carry no weight to borrow."""
     bound = tuple(bound)
-    if scope_allows(scope, Scope.REVIEW) or not trusted or source in bound:
+    if scope_allows(scope, Scope.REVIEW) or not trusted or source_fold(source) in {
+            source_fold(b) for b in bound}:
         return None
     return SourceRefused(source, bound)
 
@@ -123,6 +156,9 @@ def clean_sources(names: Iterable[str]) -> list[str]:
             continue
         if len(name) > MAX_SOURCE_CHARS or not name.isprintable():
             raise ValueError(f"a source name is at most {MAX_SOURCE_CHARS} printable characters")
+        problem = source_problem(name)
+        if problem:
+            raise ValueError(f"source {name!r}: {problem}")
         out.append(name)
     if len(out) > MAX_BOUND_SOURCES:
         raise ValueError(f"a token is bound to at most {MAX_BOUND_SOURCES} sources")

@@ -29,6 +29,7 @@ caller enqueues on commit, and beat) — never inside the request.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
@@ -36,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
 from django.db import DatabaseError, OperationalError, connection, transaction
 from django.utils import timezone
 
@@ -101,8 +103,10 @@ class Mentions:
 
 @dataclass(frozen=True)
 class Erased:
-    """What an erase did. ``reembed_pending`` observations wait for :func:`erase_followup`."""
+    """What an erase did. ``reembed_pending`` observations wait for :func:`erase_followup`.
+    ``key`` is the name the caller erased (the audit keeps only its digest)."""
 
+    key: str
     audit: EraseAudit
     redacted_evidence: int
     mentions: Mentions
@@ -110,7 +114,7 @@ class Erased:
 
     def report(self) -> dict[str, Any]:
         """The answer of ``DELETE …?report=1`` (CONTRACT)."""
-        return {"key": self.audit.key, "redacted_evidence": self.redacted_evidence,
+        return {"key": self.key, "redacted_evidence": self.redacted_evidence,
                 "versions_erased": self.audit.versions_erased,
                 "mentions": [m.as_dict() for m in self.mentions.items],
                 "mentions_truncated": self.mentions.truncated,
@@ -141,17 +145,19 @@ def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = Fal
     with transaction.atomic():
         cell = _lock_cell(namespace, key)
         names = [cell.key, *KeyAlias.objects.filter(cell=cell).values_list("alias", flat=True)]
-        values = _values_of(namespace.pk, cell.pk, names)
-        redacted, stale = _redact_evidence(namespace.pk, cell.pk, names, Redactor(values))
+        values, metadata = _values_of(namespace.pk, cell.pk, names)
+        redactor = Redactor([*values, *name_forms(names), *metadata],
+                            names=names, normalize_key=normalize_key)
+        redacted, stale = _redact_evidence(namespace.pk, cell.pk, names, redactor)
         n_versions = _delete_key(namespace.pk, cell.pk, names)
-        audit = EraseAudit.objects.create(namespace=namespace, key=cell.key, actor=actor,
-                                          versions_erased=n_versions,
+        audit = EraseAudit.objects.create(namespace=namespace, key=key_digest(cell.key),
+                                          actor=actor, versions_erased=n_versions,
                                           evidence_redacted=len(redacted))
     # After the commit: the search reads other rows only, and must not hold the cell's lock
     # for as long as it takes to look up every value of a long history.
     mentions = _mentions(namespace.pk, cell.pk, names, values) if report else Mentions()
     left = evidence_reembed(evidence_ids=stale[:REEMBED_INLINE])
-    return Erased(audit=audit, redacted_evidence=len(redacted), mentions=mentions,
+    return Erased(key=cell.key, audit=audit, redacted_evidence=len(redacted), mentions=mentions,
                   reembed_pending=max(0, len(stale) - REEMBED_INLINE) + left)
 
 
@@ -161,7 +167,7 @@ def erase_preview(*, namespace: Namespace, key: str) -> ErasePreview:
     beside the erase so that the preview and the report can never disagree."""
     cell = _find_cell(namespace, key, lock=False)
     names = [cell.key, *KeyAlias.objects.filter(cell=cell).values_list("alias", flat=True)]
-    values = _values_of(namespace.pk, cell.pk, names)
+    values, _ = _values_of(namespace.pk, cell.pk, names)
     with connection.cursor() as cur:
         cur.execute(f"SELECT (SELECT count(*) FROM memory_version WHERE cell_id = %(cell)s),"
                     f" (SELECT count(*) FROM ({_KEY_OPS}) o),"
@@ -201,17 +207,39 @@ _ATTACHED = ("SELECT s.evidence_id AS id FROM memory_supportedge s"
              f" UNION SELECT evidence_id FROM ({_KEY_OPS}) k WHERE evidence_id IS NOT NULL")
 
 
-def _values_of(namespace_id: int, cell_id: int, names: list[str]) -> list[str]:
+def _values_of(namespace_id: int, cell_id: int, names: list[str]) -> tuple[list[str], list[str]]:
     """Every value the key held or was given, newest first: its versions' values and every
     value its operations carried (a refused one's too: an operation may name a version and
-    carry another value)."""
+    carry another value); and, apart, every other string its versions' metadata held, which
+    goes with them. (Metadata numbers and booleans go with the facts that carry them; in text
+    they are not looked for.)"""
     with connection.cursor() as cur:
-        cur.execute("SELECT value FROM ("
-                    " SELECT value, id AS at FROM memory_version WHERE cell_id = %(cell)s"
-                    f" UNION ALL SELECT value, 0 FROM ({_KEY_OPS}) k WHERE value IS NOT NULL"
+        cur.execute("SELECT value, bool_and(meta) FROM ("
+                    " SELECT value, id AS at, false AS meta FROM memory_version"
+                    " WHERE cell_id = %(cell)s"
+                    f" UNION ALL SELECT value, 0, false FROM ({_KEY_OPS}) k"
+                    " WHERE value IS NOT NULL"
+                    " UNION ALL SELECT m.value #>> '{}', 0, true FROM memory_version v"
+                    " CROSS JOIN LATERAL jsonb_each(CASE WHEN jsonb_typeof(v.metadata) ="
+                    " 'object' THEN v.metadata ELSE '{}'::jsonb END) m"
+                    " WHERE v.cell_id = %(cell)s AND jsonb_typeof(m.value) = 'string'"
                     ") v GROUP BY value ORDER BY max(at) DESC",
                     {"ns": namespace_id, "cell": cell_id, "names": names})
-        return [row[0] for row in cur.fetchall()]
+        rows = cur.fetchall()
+    return ([v for v, meta in rows if not meta],
+            [v for v, meta in rows if meta and v.strip()])
+
+
+def key_digest(key: str) -> str:
+    """What the audit keeps of an erased key: its SHA-256, never the name (SPEC §6)."""
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def name_forms(names: Sequence[str]) -> list[str]:
+    """The key's names as the redaction looks for them: canonical (``secret_code``) and as
+    words (``secret code``, which folds equal to ``Secret Code``)."""
+    return sorted({form for n in names for form in (n, n.replace("_", " ").strip())
+                   if form})
 
 
 # --- redaction ---------------------------------------------------------------------------------
@@ -249,18 +277,24 @@ def _loads(raw: Any) -> Any:
 def _redacted_row(redactor: Redactor, text: str, facts: Any, extracted: Any, source: str,
                   error: str) -> tuple[Any, ...] | None:
     """The redacted columns, or None when nothing held an erased value. The last item says
-    whether the embedded text (text, else facts) changed."""
-    new_text = redactor.text(text)
-    new_facts = redactor.data(facts)
+    whether the embedded text (text, else facts) changed. What the observation's kept facts
+    say (their keys and values) is never redacted, in the text or anywhere else in the row."""
+    ex_facts = extracted.get("facts") if isinstance(extracted, dict) else None
+    keep = redactor.kept(facts, ex_facts)
+    new_text = redactor.text(text, keep=keep)
+    new_facts = redactor.facts(facts, keep)
     new_extracted = extracted
     if isinstance(extracted, dict):
         # The vectors cache is keyed by "key: value" strings; it is only a cache: drop it.
-        slim = {k: v for k, v in extracted.items() if k != "vectors"}
-        new_extracted = redactor.data(slim)
-        if new_extracted is slim and len(slim) == len(extracted):
+        new_extracted = {k: redactor.facts(v, keep) if k == "facts" else redactor.data(v, keep)
+                         for k, v in extracted.items() if k != "vectors"}
+        if len(new_extracted) == len(extracted) and all(
+                new_extracted[k] is v for k, v in extracted.items()):
             new_extracted = extracted
+    elif extracted is not None:
+        new_extracted = redactor.data(extracted, keep)
     new_source = redactor.text(source, max_length=Evidence._meta.get_field("source").max_length)
-    new_error = redactor.text(error)
+    new_error = redactor.text(error, keep=keep)
     if (new_text is text and new_facts is facts and new_extracted is extracted
             and new_source is source and new_error is error):
         return None
@@ -545,7 +579,10 @@ def erase_followup(*, budget: int = 20 * REEMBED_BATCH) -> dict[str, int]:
                            .values_list("id", flat=True))
             if not waiting:
                 break
-            _vacuum()
+            if settings.PMEM_ERASE_REWRITE:
+                erase_rewrite()
+            else:
+                _vacuum()
             EraseAudit.objects.filter(pk__in=waiting).update(vacuumed_at=timezone.now())
             done["vacuumed"] += len(waiting)
     finally:
@@ -554,7 +591,19 @@ def erase_followup(*, budget: int = 20 * REEMBED_BATCH) -> dict[str, int]:
     return done
 
 
+def erase_rewrite(tables: Sequence[str] = ERASE_TABLES) -> list[str]:
+    """Rewrite the erase tables (``VACUUM FULL``: new files, indexes rebuilt, the old files
+    unlinked), so that no byte of an erased value stays in a table file's free space. One
+    table at a time: each is locked (ACCESS EXCLUSIVE) only while it is rewritten, which takes
+    about as long as copying it. Never inside a transaction. Returns the tables rewritten."""
+    with connection.cursor() as cur:
+        for table in tables:
+            cur.execute(f"VACUUM (FULL, ANALYZE) {table}")
+    return list(tables)
+
+
 def _vacuum() -> None:
-    """Dead tuples and index entries still hold erased bytes until vacuumed."""
+    """Dead tuples and index entries still hold erased bytes until vacuumed; a plain VACUUM
+    frees their space for reuse without overwriting it (erase_rewrite does)."""
     with connection.cursor() as cur:
         cur.execute(f"VACUUM (INDEX_CLEANUP ON) {', '.join(ERASE_TABLES)}")

@@ -42,6 +42,7 @@ from django.utils import timezone
 
 from memory import metrics
 from memory.domain import UNSETTLED_STATES, EvidenceState, Plan, render
+from memory.domain.admission import Refused, check_facts
 from memory.llm.conversation import extract_conversation
 from memory.llm.embedding import EmbeddingError
 from memory.llm.errors import ModelError, is_transport
@@ -49,6 +50,7 @@ from memory.llm.extraction import extract_text, runs_locally
 from memory.llm.vectors import Vectors, commit_vectors, observation_vectors
 from memory.models import Cell, Evidence, KeyAlias, Namespace
 
+from .admission import limits
 from .batch import Applied, Batch
 from .binding import pipelined
 from .embeddings import refresh_after_commit
@@ -234,6 +236,13 @@ def extract_facts(evidence: Evidence) -> dict[str, Any]:
     return _extract(evidence)[0]
 
 
+class FactsRefused(ModelError):
+    """What an observation yielded is more than the API takes (CONTRACT "Input that is
+    refused": 500 facts, however they arose): it fails whole, nothing of it committed."""
+
+    reason = "refused"
+
+
 def _extract(evidence: Evidence, ahead: Sequence[Ahead] = ()) -> tuple[dict[str, Any],
                                                                       ModelError | None]:
     """:func:`extract_facts`, and the model's failure when its extraction failed. ``ahead``:
@@ -272,6 +281,16 @@ def _extract(evidence: Evidence, ahead: Sequence[Ahead] = ()) -> tuple[dict[str,
             result["shown"] = extracted.shown
         if extracted.chunks > 1:  # a session past the model's context: said, not hidden
             result["chunks"] = extracted.chunks
+    if failure is None:
+        try:
+            check_facts(result["facts"], limits(), "facts found")
+        except Refused as refused:
+            failure = FactsRefused(str(refused))
+            # Kept as the error says, not stored: no client could have sent them (and an
+            # export must hold only what the importer, with the API's limits, takes back).
+            result["extraction_error"] = str(failure)
+            result["facts_refused"] = len(result["facts"])
+            result["facts"] = []
     return result, failure
 
 
@@ -530,6 +549,9 @@ def _commit_group(group: list[Evidence], local: bool) -> int:
             raise
         except (OperationalError, InterfaceError):
             raise  # the database is unreachable: nothing to blame the observation for
+        except FactsRefused as exc:
+            observation_fail(evidence_id=evidence.pk, reason="extraction",
+                             error=f"extraction failed: {exc}")
         except Exception as exc:  # a bug must not hold the namespace back forever
             log.exception("commit of evidence %s failed", evidence.pk)
             observation_fail(evidence_id=evidence.pk, reason="commit",
@@ -565,8 +587,10 @@ def _prepare(evidence: Evidence, *, local: bool, ahead: Sequence[Ahead] = ()) ->
     observations' plans in ``ahead`` leave, where it may)."""
     if local:
         stored = evidence.extracted is not None
-        result = ({k: v for k, v in (evidence.extracted or {}).items() if k != "vectors"}
-                  if stored else extract_facts(evidence))
+        result, failure = (({k: v for k, v in (evidence.extracted or {}).items()
+                             if k != "vectors"}, None) if stored else _extract(evidence))
+        if isinstance(failure, FactsRefused):
+            raise failure
         vector = None if stored else observation_vectors(text=evidence_text(evidence),
                                                          facts=[]).evidence
         facts = list(result.get("facts", []))
@@ -790,7 +814,10 @@ def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, An
             request_digest=request_digest(text=text, facts=facts, source=source,
                                           observed_at=observed_at, messages=messages,
                                           extract=extract) if key_digest else None)
-        prepared = _prepare(evidence, local=True)  # every vector, before the transaction
+        try:
+            prepared = _prepare(evidence, local=True)  # every vector, before the transaction
+        except FactsRefused:
+            return None  # recorded on its own, then failed by the drain, saying why
 
         def record_and_commit() -> tuple[dict[int, list[Applied]], list[datetime]]:
             with transaction.atomic():

@@ -11,6 +11,8 @@ from memory.domain.scopes import (
     Scope,
     SourceRefused,
     default_source,
+    source_fold,
+    source_problem,
     source_refusal,
 )
 from memory.models import ApiToken, AuditEntry, Namespace, SourceTrust
@@ -40,7 +42,7 @@ def trust_set(*, namespace: Namespace, source: str, level: int, actor: str) -> b
 def trust_clear(*, namespace: Namespace, source: str, actor: str) -> bool:
     """Take ``source``'s trust level away (it counts as 0, and any write token may name it
     again); audited. False when it had none."""
-    source = _source_name(source)
+    source = _source_name(source, new=False)
     row = (SourceTrust.objects.select_for_update().filter(namespace=namespace, source=source)
            .first())
     if row is None:
@@ -51,10 +53,24 @@ def trust_clear(*, namespace: Namespace, source: str, actor: str) -> bool:
     return True
 
 
-def _source_name(source: str) -> str:
+def _source_name(source: str, *, new: bool = True) -> str:
     if len(source) > MAX_SOURCE_CHARS:
         raise ValueError(f"a source name is at most {MAX_SOURCE_CHARS} characters")
+    problem = source_problem(source) if new else None  # an old look-alike can still go
+    if problem:
+        raise ValueError(f"source {source!r}: {problem}")
     return source
+
+
+def _trusted_spelling(namespace: Namespace, source: str) -> str | None:
+    """The spelling of the source with a trust level that ``source`` is, compared after NFKC,
+    case folding and removal of invisible characters (``PAYROLL``, ``pay\u00adroll`` are
+    ``payroll``); None when it has none. A namespace has a handful of trust levels."""
+    folded = source_fold(source)
+    for name in SourceTrust.objects.filter(namespace=namespace).values_list("source", flat=True):
+        if source_fold(name) == folded:
+            return name
+    return None
 
 
 def source_claim(*, namespace: Namespace, token: ApiToken | None, scope: Scope | str,
@@ -68,13 +84,16 @@ def source_claim(*, namespace: Namespace, token: ApiToken | None, scope: Scope |
     bound = tuple(token.sources) if token is not None else ()
     if source is None:
         source = default_source(bound) or ""
-    if source_refusal(scope=scope, bound=bound, source=source, trusted=True) is None:
-        return source  # allowed whatever its level: no need to look it up
-    trusted = SourceTrust.objects.filter(namespace=namespace, source=source).exists()
-    refusal = source_refusal(scope=scope, bound=bound, source=source, trusted=trusted)
+    if not source:
+        return source
+    # The trusted name it reads as is the name it is recorded under: a look-alike spelling
+    # neither escapes the binding nor reads as another source in the log.
+    spelling = _trusted_spelling(namespace, source)
+    refusal = source_refusal(scope=scope, bound=bound, source=source,
+                             trusted=spelling is not None)
     if refusal is not None:
         raise refusal
-    return source
+    return spelling or source
 
 
 __all__ = ["SourceRefused", "source_claim", "trust_clear", "trust_set"]

@@ -10,6 +10,7 @@ import pytest
 
 from memory.models import Cell, EraseAudit, Evidence, Operation, Version
 from memory.services import namespace_drain, observation_extract, operation_apply
+from memory.services.erase import key_digest
 from tests.support.erase import holds, leaks, shape, strings
 
 pytestmark = pytest.mark.django_db
@@ -71,7 +72,7 @@ def test_a_secret_written_three_ways_leaves_no_form_attached_to_the_key(api, ns)
     unrelated.refresh_from_db()
     assert {f.name: getattr(unrelated, f.name) for f in Evidence._meta.concrete_fields} == before
     audit = EraseAudit.objects.get(namespace=ns)
-    assert audit.key == "passcode" and audit.versions_erased == 2 and audit.evidence_redacted == 3
+    assert audit.key == key_digest("passcode") and audit.versions_erased == 2 and audit.evidence_redacted == 3
     assert not any(holds(str(getattr(audit, f.name)), SECRET)
                    for f in EraseAudit._meta.concrete_fields)
     # Raw reads (the explorer's read page too) show the redacted texts only.
@@ -101,8 +102,9 @@ def test_a_json_escaped_value_is_redacted(api, ns):
     assert erase(api, ns, "pin").status_code == 200
     evidence.refresh_from_db()
     assert leaks(texts_of(evidence), [value]) == []
-    assert evidence.text == "my pin is [erased] and the door is blue"
-    assert [(f["key"], f["value"]) for f in evidence.facts] == [("pin", "[erased]"),
+    # The key's name goes with its values (SPEC §6).
+    assert evidence.text == "my [erased] is [erased] and the door is blue"
+    assert [(f["key"], f["value"]) for f in evidence.facts] == [("[erased]", "[erased]"),
                                                                 ("door", "blue")]
 
 
@@ -120,11 +122,11 @@ def test_erasing_the_value_value_renames_no_field_and_spares_unrelated_evidence(
     attached.refresh_from_db()
     unrelated.refresh_from_db()
     assert (unrelated.text, unrelated.facts, unrelated.extracted) == before
-    assert [(f["key"], f["value"]) for f in attached.facts] == [("word", "[erased]"),
+    assert [(f["key"], f["value"]) for f in attached.facts] == [("[erased]", "[erased]"),
                                                                 ("city", "Paris")]
     facts = attached.extracted["facts"]
     assert all(set(f) >= {"key", "value"} for f in facts)  # no field was renamed
-    assert {f["key"]: f["value"] for f in facts} == {"word": "[erased]", "city": "Paris"}
+    assert {f["key"]: f["value"] for f in facts} == {"[erased]": "[erased]", "city": "Paris"}
     assert api.get(base(ns) + "cells/city/").json()["value"] == "Paris"
 
 
@@ -141,7 +143,7 @@ def test_erasing_a_colon_space_value_works(api, ns):
 
 def test_the_report_lists_mentions_in_another_cell_an_operation_reason_and_other_evidence(
         api, ns):
-    post(api, ns, {"text": f"passcode: {SECRET}\nbackup_code: {WIDE}"})
+    shared = post(api, ns, {"text": f"passcode: {SECRET}\nbackup_code: {WIDE}"})["id"]
     post(api, ns, {"text": f"I wrote {SECRET.upper()} on a note"})
     post(api, ns, {"text": "colour: red"})
     commit(ns)
@@ -155,7 +157,10 @@ def test_the_report_lists_mentions_in_another_cell_an_operation_reason_and_other
 
     assert {(m["kind"], m["id"], m.get("key")) for m in body["mentions"]} == {
         ("cell", backup.pk, "backup_code"), ("operation", reason_op.pk, "colour"),
-        ("evidence", note.pk, None)}
+        ("evidence", note.pk, None),
+        # backup_code's own line there is what a kept fact says: never redacted, listed
+        ("evidence", shared, None)}
+    assert Evidence.objects.get(pk=shared).text == f"[erased]: [erased]\nbackup_code: {WIDE}"
     assert body["mentions_truncated"] is False and body["redacted_evidence"] == 1
     # Mentions are reported, never changed.
     note.refresh_from_db()

@@ -10,6 +10,7 @@ from django.test import Client
 
 from memory.models import Cell, EraseAudit, Membership
 from memory.services import observation_ingest, operation_apply
+from memory.services.erase import key_digest
 
 pytestmark = pytest.mark.django_db
 
@@ -72,7 +73,7 @@ def test_a_reviewer_erases_and_sees_what_was_redacted_and_what_remains(
     assert f'href="/ns/{secret_ns.name}/cells/backup_code/"' in body
     assert not Cell.objects.filter(namespace=secret_ns, key="passcode").exists()
     audit = EraseAudit.objects.get(namespace=secret_ns)
-    assert audit.actor == f"user:{user.username}" and audit.key == "passcode"
+    assert audit.actor == f"user:{user.username}" and audit.key == key_digest("passcode")
 
 
 def test_the_preview_says_how_many_values_it_could_not_look_up_and_why(

@@ -123,3 +123,18 @@ def test_the_mcp_tool_answers_a_refused_request_with_a_short_error(web, make_nam
         text = anyio.run(call, url)
     assert "<" not in text and len(text) < 200, text
     assert text.startswith("uri too long"), text
+
+
+def test_the_access_log_keeps_no_query_string_nor_referer(web):
+    """The probe: a search for a value later erased stayed in run.log's access lines."""
+    port = web.rsplit(":", 1)[1]
+    response = httpx2.get(f"{web}/healthz", params={"q": "SECRET-QS-4471"},
+                          headers={"Referer": f"{web}/ns/x/?search=SECRET-REF-4471"})
+    assert response.status_code == 200
+    log = Path(os.environ["PMEM_DATA_DIR"]) / "edge-logs" / f"web-{port}.log"
+    deadline = time.monotonic() + 10
+    while '"GET /healthz HTTP/1.1" 200' not in log.read_text(errors="replace"):
+        assert time.monotonic() < deadline, log.read_text(errors="replace")[-2000:]
+        time.sleep(0.1)
+    text = log.read_text(errors="replace")
+    assert "SECRET-QS-4471" not in text and "SECRET-REF-4471" not in text

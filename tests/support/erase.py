@@ -20,21 +20,24 @@ def plain(text: str) -> str:
     return normalize_value(kept)
 
 
+def _word(ch: str) -> bool:
+    return ch == "_" or ch.isalnum() or unicodedata.category(ch).startswith("M")
+
+
 def holds(text: str, value: str) -> bool:
-    """Whether ``text`` holds ``value``: anywhere, or as a whole word when the value is
-    shorter than three characters (docs/decisions.md: erasing ``e`` leaves "the" alone)."""
+    """Whether ``text`` holds ``value`` as a whole token: each side of it the edge of the
+    text, whitespace, or a character that is neither a word character (letter, mark, digit,
+    ``_``) nor one of the value's own (SPEC §6: erasing ``val1`` leaves ``val10``)."""
     needle, hay = plain(value), plain(text)
     if not needle:  # a value of format characters only: then they count
         needle, hay = normalize_value(value), normalize_value(text)
     if not needle:
         return False
-    if len(needle) >= 3:
-        return needle in hay
     at = hay.find(needle)
     while at >= 0:
         end = at + len(needle)
-        if not ((needle[0].isalnum() and at > 0 and hay[at - 1].isalnum())
-                or (needle[-1].isalnum() and end < len(hay) and hay[end].isalnum())):
+        sides = [hay[at - 1] if at > 0 else " ", hay[end] if end < len(hay) else " "]
+        if all(c.isspace() or not (_word(c) or c in needle) for c in sides):
             return True
         at = hay.find(needle, at + 1)
     return False

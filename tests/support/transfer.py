@@ -190,7 +190,8 @@ REFS = {"head": "v", "cell": "c", "version": "v", "created_by": "o", "supersedes
 def file_normal_form(text: str) -> list[Any]:
     """An export file with its ids replaced by their ranks in the file, without the moment
     and the name of the export: two exports of the same memory compare equal."""
-    lines = [json.loads(line) for line in text.splitlines()]
+    # Lines end at "\n" only (U+2028 and its kin are characters of a value).
+    lines = [json.loads(line) for line in text.split("\n") if line]
     ranks = Ranks.of_file(lines[1:], lines[0]["namespace"])
     header = {k: v for k, v in lines[0].items() if k not in ("exported_at", "namespace")}
     out: list[Any] = [header]

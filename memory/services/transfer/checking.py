@@ -21,8 +21,18 @@ from typing import Any
 import numpy as np
 
 from memory.domain import BIGINT_MAX
+from memory.domain.admission import (
+    Limits,
+    Refused,
+    check_facts,
+    check_key,
+    check_observation,
+    check_source,
+    check_value,
+)
 from memory.domain.metadata import MetadataRefused, clean_metadata
 
+from ..admission import limits
 from .payload import payload_refs
 from .reading import ImportRefused, lines
 from .schema import BY_TYPE, FORMAT, ORDER, RECORDS, VERSION, Field, Kind, Record, fields_for
@@ -175,6 +185,27 @@ def validator(f: Field) -> Callable[[Any], str | None]:
     return check
 
 
+def admit(kind: str, obj: dict[str, Any], limits: Limits) -> None:
+    """What the API would refuse, the import refuses (SPEC §11.2): the same checks, with the
+    same limits, on what each record carries (memory.domain.admission)."""
+    if kind == "observation":
+        check_observation(text=obj["text"], facts=obj["facts"], source=obj["source"],
+                          limits=limits)
+        extracted = obj["extracted"]
+        if isinstance(extracted, dict) and isinstance(extracted.get("facts"), list):
+            check_facts(extracted["facts"], limits, "extracted.facts")
+    elif kind == "cell":
+        check_key(obj["key"], limits, "key", canonical=True)
+    elif kind == "alias":
+        check_key(obj["alias"], limits, "alias", canonical=True)
+    elif kind == "version":
+        check_value(obj["value"], limits, "value", null=False)
+    elif kind == "operation":
+        check_value(obj["value"], limits, "value")
+    elif kind == "trust":
+        check_source(obj["source"], limits)
+
+
 class Checker:
     """Feeds on the lines of a file; :meth:`finish` checks what only the end can tell."""
 
@@ -191,6 +222,7 @@ class Checker:
                                   *(f.name for f in fields_for(r, version))} for r in RECORDS}
         self.checks = {r.type: [(f.name, validator(f)) for f in fields_for(r, version)]
                        for r in RECORDS}
+        self.limits = limits()
         self.refs = {r.type: [(f.name, f.ref, f"{r.type}.{f.name}")
                               for f in fields_for(r, version) if f.ref is not None]
                      for r in RECORDS}
@@ -207,6 +239,11 @@ class Checker:
             raise ImportRefused(number, f"unknown record type {obj['type']!r}")
         self._place(number, record)
         self._fields(number, record, obj)
+        try:
+            admit(record.type, obj, self.limits)
+        except Refused as refused:
+            raise ImportRefused(number, f"{record.type}.{refused.field} {refused.message}"
+                                        " (over the API's own limits)") from None
         self._order(number, record, obj)
         self._refs(number, record, obj)
 

@@ -4,7 +4,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("memory", "0017_evidence_extract_text"),
+        ("memory", "0018_erase_audit_key_digest"),
     ]
 
     operations = [

@@ -29,7 +29,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ('memory', '0023_namespace_ends'),
+        ('memory', '0020_namespace_ends'),
     ]
 
     operations = [

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memory', '0021_evidence_messages'),
+        ('memory', '0019_evidence_messages'),
     ]
 
     operations = [
