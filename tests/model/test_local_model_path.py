@@ -83,14 +83,17 @@ def test_whole_observations_through_the_api_and_a_worker_keep_the_contract(
         # Text the rule extractor understands whole (templated lines) never reaches the
         # model; the rest is extracted by it, in one call (SPEC §5.4).
         understood = bool(body.get("text")) and rule_extractor().extract_whole(body["text"])
-        if body.get("text") and evidence.state == "committed":
+        if body.get("text") and body.get("facts"):
+            # Text sent with facts is their evidence: not extracted again (SPEC §5.2).
+            assert jobs["extraction"] == 0, jobs
+        elif body.get("text") and evidence.state == "committed":
             assert jobs["extraction"] == (0 if understood else 1), jobs
             assert understood or evidence.prompt_tokens > 0
         if understood and not body.get("facts"):
             assert not served, jobs
         answer = api.get(f"/api/v1/namespaces/{ns.name}/observations/{evidence.pk}/").json()
         assert answer["status"] == evidence.state
-        if body.get("text") and answer["extraction"]:
+        if body.get("text") and not body.get("facts") and answer["extraction"]:
             assert answer["extraction"]["extractor"].endswith("rules" if understood else "model")
             assert all(d["reason"] for d in answer["extraction"]["dropped"])
     # Structured facts always land: a create on a new key, an explicit accept.

@@ -102,7 +102,8 @@ def test_reads_of_a_long_history_issue_the_statements_and_plans_of_a_short_one(k
     short, long = runs["short"], runs["long"]
     assert len(short) == len(long), (name, [s[:90] for s in long])
     assert [_shape(s) for s in short] == [_shape(s) for s in long]
-    assert len(long) <= 12, [s[:90] for s in long]
+    # 13: the graph as of a time also reads the ordinal of the version it opens around.
+    assert len(long) <= 13, [s[:90] for s in long]
     for a, b in zip(short, long, strict=True):
         if a.lstrip().upper().startswith(("SELECT", "WITH")):
             plan = _plan(b)
