@@ -22,10 +22,12 @@ from django.db import DatabaseError, connection, transaction
 
 from memory.domain.evidence_rank import Passage, rank_passages
 from memory.domain.ranking import idf, lexical_score
+from memory.llm.embedding import embed_texts
 from memory.models import Evidence, Namespace
 from memory.services.binding import vector_literal
+from memory.services.embeddings import namespace_embedder_check
 
-from .search import FRONTIER_EF_SEARCH, ReadResult, evidence_line, query_vector
+from .search import FRONTIER_EF_SEARCH, ReadResult, evidence_line
 
 EVIDENCE_HEADER = "Retrieved observations (best match first):"
 #: Observations a query word may be held by and still propose candidates of its own.
@@ -111,7 +113,10 @@ def evidence_candidates(*, namespace: Namespace, query: str, k: int,
     evidence read for ``query``: the cosine's nearest and those the query's words propose.
     ``config``: another text search configuration than the index's (benchmarks: no index,
     each observation's lexemes computed as it is read)."""
-    vector = vector_literal(query_vector(namespace, query))
+    # Not query_vector: it first embeds the namespace's pending cells, which this read never
+    # ranks; its own unembedded observations rank by their words instead.
+    namespace_embedder_check(namespace)
+    vector = vector_literal(embed_texts([query])[0])
     if config and not config.isidentifier():
         raise ValueError(f"not a text search configuration: {config!r}")
     lex = UNINDEXED.format(config=config) if config else INDEXED
