@@ -38,13 +38,13 @@ from memory.services import (
     observation_extract,
     observation_fail,
 )
-from memory.services.adopt import Adoption
-from memory.services.ahead import PreparationTimedOut
 from memory.services.expiry import expire_due_everywhere
 from memory.services.frontier import frontier_flush_all
+from memory.services.ingest import namespace_draining
+from memory.services.ingest.adopt import Adoption
+from memory.services.ingest.ahead import PreparationTimedOut
 from memory.services.limits import namespace_head_fail, observation_fail_if_unextracted
 from memory.services.namespace_delete import deletions_resume, deletions_vacuum
-from memory.services.observations import namespace_draining
 from memory.services.sweep import observation_lease, observation_lease_end, observations_unheld
 
 log = logging.getLogger("pmem.tasks")
@@ -251,7 +251,8 @@ def _drain(namespace_id: int, started: float) -> str:
             give_up_at = None if soft is None else started + soft - 1.0
             namespace_drain(namespace_id=namespace_id, deadline=deadline, give_up_at=give_up_at,
                             adoption=None if deadline is None else Adoption(
-                                deadline=deadline, give_up_at=give_up_at, hand_on=queue_drain))
+                                deadline=deadline, give_up_at=give_up_at, hand_on=queue_drain,
+                                drain=namespace_drain))
             if deadline is not None and time.monotonic() >= deadline:
                 queue_drain(namespace_id)
                 return "continued"

@@ -8,17 +8,7 @@ from .batch import Applied, CellNotFound
 from .embeddings import EmbedderMismatch
 from .erase import cell_erase, erase_followup, erase_preview
 from .graph import operation_apply
-from .namespace_delete import NamespaceDeleted, namespace_delete
-from .namespaces import (
-    InvalidName,
-    LastAdmin,
-    membership_remove,
-    membership_set,
-    name_check,
-    namespace_create,
-)
-from .observation_batch import BatchIdempotencyConflict, BatchRecorded, observations_record_batch
-from .observations import (
+from .ingest import (
     ExtractionFailed,
     IdempotencyConflict,
     Recorded,
@@ -33,6 +23,16 @@ from .observations import (
     observations_ingest,
     observations_record,
 )
+from .namespace_delete import NamespaceDeleted, namespace_delete
+from .namespaces import (
+    InvalidName,
+    LastAdmin,
+    membership_remove,
+    membership_set,
+    name_check,
+    namespace_create,
+)
+from .observation_batch import BatchIdempotencyConflict, BatchRecorded, observations_record_batch
 from .planning import ModelUnavailable
 from .tokens import (
     TokenRejected,

@@ -48,7 +48,7 @@ from memory.models import EMBED_DIM, Cell, EraseAudit, Evidence, KeyAlias, Names
 
 from .binding import Float4Array, bound_cursor
 from .graph import CellNotFound
-from .observations import evidence_text
+from .ingest import evidence_text
 
 log = logging.getLogger("pmem.erase")
 

@@ -1,7 +1,7 @@
 """Typed operations a person or client asks for on a cell (SPEC §3, §4): a batch of one.
 
 The batch, its overlay and its writer (:mod:`memory.services.batch`) are the one write path
-of the graph; observations reach it through :mod:`memory.services.observations`.
+of the graph; observations reach it through :mod:`memory.services.ingest`.
 """
 
 from __future__ import annotations
@@ -51,11 +51,13 @@ def operation_apply(
                               explicit=explicit)[0]
     # The cell's `key: value` embedding follows its head, computed after the commit (never
     # inside a transaction: immediately here, or when an enclosing transaction commits).
-    transaction.on_commit(lambda: _refresh_embedding(applied))
+    transaction.on_commit(lambda: refresh_embedding(applied))
     return applied
 
 
-def _refresh_embedding(applied: Applied) -> None:
+def refresh_embedding(applied: Applied) -> None:
+    """Bring the cell an operation moved to its new ``key: value`` embedding (after the
+    commit); a failure is logged, never raised: the next commit refreshes it."""
     try:
         refresh_after_commit([applied])
     except Exception:  # the operation stands; a stale embedding refreshes on the next commit

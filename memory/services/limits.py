@@ -9,7 +9,7 @@ from memory.domain import EvidenceState
 from memory.llm.extraction import runs_locally
 from memory.models import Evidence
 
-from .observations import UNSETTLED, _next_unsettled, _ready, observation_fail
+from .ingest.line import UNSETTLED, next_unsettled, observation_fail, ready_to_commit
 from .writer import notify_settled
 
 
@@ -36,8 +36,8 @@ def namespace_head_fail(*, namespace_id: int, error: str) -> int | None:
     A commit checks the state under a row lock, so a drain that raced ahead never commits an
     observation failed here; the price of the race is that the observation after it, when
     that drain had already committed the slow one, fails instead (and can be retried)."""
-    head = _next_unsettled(namespace_id)
-    if not head or not _ready(head[0], runs_locally()):
+    head = next_unsettled(namespace_id)
+    if not head or not ready_to_commit(head[0], runs_locally()):
         return None
     observation_fail(evidence_id=head[0].pk, error=error, reason="time_limit")
     return head[0].pk

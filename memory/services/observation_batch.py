@@ -17,7 +17,7 @@ from django.db import connection, transaction
 from memory import metrics
 from memory.models import Evidence, Namespace
 
-from .observations import idempotency_digest, request_digest
+from .ingest import idempotency_digest, request_digest
 
 #: What an item may carry: the keyword arguments of ``observation_record``.
 ITEM_FIELDS = frozenset({"text", "messages", "facts", "source", "observed_at",

@@ -36,7 +36,7 @@ from .basis import candidate_heads, shown_heads
 from .planning import Ahead, overlay_ahead
 
 if TYPE_CHECKING:
-    from .observations import _Prepared
+    from .ingest.plan import Prepared
 
 
 def _words(evidence: Evidence) -> frozenset[str]:
@@ -130,11 +130,11 @@ def heads_shown(namespace: Namespace, text: str, ahead: Sequence[Ahead]) -> list
 #: the next drain of this process takes them instead of asking the model again (the
 #: basis check at the commit still decides whether they hold).
 _KEEP = 256
-_kept: OrderedDict[int, _Prepared] = OrderedDict()
+_kept: OrderedDict[int, Prepared] = OrderedDict()
 _kept_lock = threading.Lock()
 
 
-def keep(evidence_id: int, done: Future[_Prepared | None]) -> None:
+def keep(evidence_id: int, done: Future[Prepared | None]) -> None:
     if done.cancelled() or done.exception() is not None:
         return
     prepared = done.result()
@@ -146,12 +146,12 @@ def keep(evidence_id: int, done: Future[_Prepared | None]) -> None:
             _kept.popitem(last=False)
 
 
-def from_kept(evidence_id: int) -> Future[_Prepared | None] | None:
+def from_kept(evidence_id: int) -> Future[Prepared | None] | None:
     """A plan an earlier drain of this process left, as a finished future."""
     with _kept_lock:
         prepared = _kept.pop(evidence_id, None)
     if prepared is None:
         return None
-    future: Future[_Prepared | None] = Future()
+    future: Future[Prepared | None] = Future()
     future.set_result(prepared)
     return future

@@ -14,7 +14,7 @@ from memory.models import Namespace, Operation, Version
 
 from .batch import Applied
 from .carry import carry_evidence
-from .graph import _refresh_embedding, apply_batch
+from .graph import apply_batch, refresh_embedding
 
 
 class NotUndoable(InvalidOperation):
@@ -53,5 +53,5 @@ def operation_undo(*, namespace: Namespace, operation_id: int, actor: str,
                         if step.op == OpType.CONTEST and one.head_changed
                         and one.operation.version_id not in (None, step.version_id)])
     for one in applied:
-        transaction.on_commit(partial(_refresh_embedding, one))
+        transaction.on_commit(partial(refresh_embedding, one))
     return applied

@@ -67,7 +67,7 @@ def test_an_update_behind_an_earlier_update_is_shown_the_value_that_one_plans(mo
 
 
 def test_extracted_away_from_its_drain_it_is_shown_the_earlier_facts_or_waits_for_them(settings):
-    from memory.services.observations import observations_record
+    from memory.services.ingest import observations_record
     from memory.services.shown import elsewhere
 
     settings.PMEM_EXTRACTION_HEADS = 8

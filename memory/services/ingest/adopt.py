@@ -1,4 +1,4 @@
-"""Drains a worker process takes on while its own waits on the model (decision 152).
+"""Drains a worker process takes on while its own waits on the model.
 
 A prefork worker process runs one task at a time, and a task drains one namespace: while that
 namespace's next observation waits on the model, the process could not plan or commit any
@@ -26,14 +26,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from django.conf import settings
 from django.db import connection
 
 from memory import metrics
 
-from .observations import _LOCK_CLASS, _more_to_do, namespace_drain
-from .sweep import namespaces_undrained
+from ..sweep import namespaces_undrained
+from .line import LOCK_CLASS, more_to_do
 
 log = logging.getLogger("pmem.observations")
 
@@ -41,11 +42,18 @@ log = logging.getLogger("pmem.observations")
 @dataclass(frozen=True)
 class Adoption:
     """What an adopted drain inherits from the task that adopted it: when to stop
-    (monotonic), when to give up on a head still being prepared, and who drains on."""
+    (monotonic), when to give up on a head still being prepared, who drains on, and the
+    drain it runs (``namespace_drain``: passed in, as the drain is what adopts)."""
 
     deadline: float
     give_up_at: float | None
     hand_on: Callable[[int], None]
+    drain: AdoptedDrain
+
+
+class AdoptedDrain(Protocol):
+    def __call__(self, *, namespace_id: int, deadline: float | None,
+                 give_up_at: float | None) -> int: ...
 
 
 _lock = threading.Lock()
@@ -67,7 +75,7 @@ def adopt(adoption: Adoption, *, drained: int, room: int) -> int:
     if room <= 0:
         return 0
     started = 0
-    for namespace_id in namespaces_undrained(mine=mine, lock_class=_LOCK_CLASS, limit=room):
+    for namespace_id in namespaces_undrained(mine=mine, lock_class=LOCK_CLASS, limit=room):
         with _lock:
             if namespace_id in _running:
                 continue
@@ -88,9 +96,9 @@ def adopted() -> set[int]:
 
 def _drain(namespace_id: int, adoption: Adoption) -> None:
     try:
-        namespace_drain(namespace_id=namespace_id, deadline=adoption.deadline,
-                        give_up_at=adoption.give_up_at)
-        if time.monotonic() >= adoption.deadline and _more_to_do(namespace_id):
+        adoption.drain(namespace_id=namespace_id, deadline=adoption.deadline,
+                       give_up_at=adoption.give_up_at)
+        if time.monotonic() >= adoption.deadline and more_to_do(namespace_id):
             adoption.hand_on(namespace_id)
     except Exception as exc:
         log.info("the drain of namespace %s adopted here stopped: %s", namespace_id, exc)

@@ -43,22 +43,16 @@ from memory import metrics
 from memory.domain import UNSETTLED_STATES, normalize_key
 from memory.models import Evidence
 
+from ..basis import basis_holds
+from ..frontier import frontier_flush_if_due
+from ..planning import Ahead, ModelUnavailable, PlanAtTurn
+from ..shown import elsewhere, from_kept, keep, related_earlier
+from ..sweep import observations_unclaimed_elsewhere
 from .adopt import Adoption, adopt
-from .basis import basis_holds
-from .frontier import frontier_flush_if_due
-from .observations import (
-    _commit,
-    _extract_claimed,
-    _next_unsettled,
-    _prepare,
-    _Prepared,
-    observation_extract,
-    observation_fail,
-    retry_leased,
-)
-from .planning import Ahead, ModelUnavailable, PlanAtTurn
-from .shown import elsewhere, from_kept, keep, related_earlier
-from .sweep import observations_unclaimed_elsewhere
+from .commit import commit_prepared
+from .extract import extract_waiting, observation_extract
+from .line import next_unsettled, observation_fail, retry_leased
+from .plan import Prepared, prepare
 
 log = logging.getLogger("pmem.observations")
 
@@ -143,7 +137,7 @@ class _Line:
         self.order: list[int] = []  # the window, in seq order
         self.extracting: dict[int, Future[Evidence | None]] = {}
         self.extracted: dict[int, Evidence | None] = {}
-        self.planning: dict[int, Future[_Prepared | None]] = {}
+        self.planning: dict[int, Future[Prepared | None]] = {}
         self.deferred: set[int] = set()  # extracted after earlier ones' plans
         self.elsewhere: dict[int, Future[None]] = {}  # other namespaces' extractions
         self.looked_elsewhere = 0.0  # monotonic: when it last looked for them
@@ -159,7 +153,7 @@ class _Line:
         arrives meanwhile is extracted meanwhile (its task leaves it to this drain)."""
         # An observation held back leaves its thread to the next one: the window reaches
         # that much further (at most twice as far).
-        line = _next_unsettled(self.namespace_id, self.width + min(len(self.deferred),
+        line = next_unsettled(self.namespace_id, self.width + min(len(self.deferred),
                                                                    self.width))
         self.order = [e.pk for e in line]
         self.deferred.clear()
@@ -203,7 +197,7 @@ class _Line:
             future.add_done_callback(partial(_untake, pk))  # also when cancelled unstarted
             self.elsewhere[pk] = future
 
-    def prepared(self, head: Evidence) -> _Prepared | None:
+    def prepared(self, head: Evidence) -> Prepared | None:
         """The head, prepared: wait for whatever is in flight, planning behind it meanwhile."""
         try:
             while True:
@@ -321,7 +315,7 @@ def _extracted(evidence_id: int, ahead: Sequence[Ahead] = ()) -> Evidence | None
     try:
         evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
         if evidence.state in UNSETTLED_STATES and evidence.extracted is None:
-            _extract_waiting(evidence_id, ahead)
+            extract_waiting(evidence_id, ahead)
             evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
         return evidence if evidence.state in UNSETTLED_STATES else None
     finally:
@@ -359,7 +353,7 @@ def _extracted_elsewhere(evidence_id: int) -> None:
         connection.close()
 
 
-def _planned(evidence_id: int, ahead: Sequence[Ahead] = ()) -> _Prepared | None:
+def _planned(evidence_id: int, ahead: Sequence[Ahead] = ()) -> Prepared | None:
     """On a thread: plan it on the state now and what the plans ``ahead`` leave of it;
     None once it has settled; :class:`PlanAtTurn` when they cannot be planned on."""
     try:
@@ -368,14 +362,14 @@ def _planned(evidence_id: int, ahead: Sequence[Ahead] = ()) -> _Prepared | None:
         connection.close()
 
 
-def _ready(evidence_id: int, ahead: Sequence[Ahead] = ()) -> _Prepared | None:
+def _ready(evidence_id: int, ahead: Sequence[Ahead] = ()) -> Prepared | None:
     """Extract (if nobody has) and plan one observation; None when it settled meanwhile.
     Of the plans ``ahead``, those whose observations are committed by now are left out:
     the state holds what they did."""
     evidence = Evidence.objects.defer("embedding").select_related("namespace").get(
         pk=evidence_id)
     if evidence.state in UNSETTLED_STATES and evidence.extracted is None:
-        _extract_waiting(evidence_id)
+        extract_waiting(evidence_id)
         evidence = Evidence.objects.defer("embedding").select_related("namespace").get(
             pk=evidence_id)
     if evidence.state not in UNSETTLED_STATES:
@@ -385,22 +379,10 @@ def _ready(evidence_id: int, ahead: Sequence[Ahead] = ()) -> _Prepared | None:
             pk__in=[e.pk for e, _ in ahead], state__in=UNSETTLED_STATES).values_list(
                 "pk", flat=True))
         ahead = [(e, items) for e, items in ahead if e.pk in pending]
-    return _prepare(evidence, local=False, ahead=ahead)
+    return prepare(evidence, local=False, ahead=ahead)
 
 
-def _extract_waiting(evidence_id: int, ahead: Sequence[Ahead] = ()) -> None:
-    """Extract it under its claim, waiting for a task that holds the claim to finish (it
-    then finds the extraction stored, and makes no call)."""
-    with connection.cursor() as cur:
-        cur.execute("SELECT pg_advisory_lock(%s::bigint)", [evidence_id])
-    try:
-        _extract_claimed(evidence_id, ahead)
-    finally:
-        with connection.cursor() as cur:
-            cur.execute("SELECT pg_advisory_unlock(%s::bigint)", [evidence_id])
-
-
-def _commit_checked(prepared: _Prepared) -> int:
+def _commit_checked(prepared: Prepared) -> int:
     """Commit a prepared observation once what its plan read still holds; plan it again
     (now, in turn) when it does not. Returns 1, or 0 when it failed (it is marked so)."""
     evidence = prepared.evidence
@@ -411,7 +393,7 @@ def _commit_checked(prepared: _Prepared) -> int:
                 break
             metrics.PLANS_REDONE.inc()
             prepared = _again(prepared)
-        _commit([prepared])
+        commit_prepared([prepared])
         return 1
     except ModelUnavailable as exc:
         exc.evidence_id = exc.evidence_id or evidence.pk
@@ -425,9 +407,9 @@ def _commit_checked(prepared: _Prepared) -> int:
         return 0
 
 
-def _again(prepared: _Prepared) -> _Prepared:
+def _again(prepared: Prepared) -> Prepared:
     """The observation planned anew on the state now; both plans' costs are kept."""
-    fresh = _prepare(prepared.evidence, local=False)
+    fresh = prepare(prepared.evidence, local=False)
     was, now = prepared.settled, fresh.settled
     return replace(fresh, settled=replace(
         now, chat_calls=was.chat_calls + now.chat_calls,
