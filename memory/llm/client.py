@@ -8,7 +8,10 @@ model sent, and token usage. The parts live beside this module, by concern:
 - ``forms.py``: structured-output negotiation (``FORMS``, ``endpoint_forms``);
 - ``salvage.py``: reading a JSON answer tolerantly;
 - ``fit.py``: fitting vectors to the columns' dimension;
-- ``configured.py``: the client the settings describe (``client_from_settings``).
+- ``configured.py``: where a worker process's clients share the host's slots.
+
+:func:`client_from_settings` is the client the settings describe (``PMEM_LLM_*``,
+``PMEM_EMBED_*``), or none.
 
 :meth:`ModelClient.probe` asks explicitly, with a tiny request per form, for ``/healthz``,
 ``make run`` and ``manage.py pmem_model check``.
@@ -18,13 +21,18 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+
 from memory import metrics
 
+from .configured import host_slots_root
 from .errors import ContentError, ModelError, TransportError, UnsupportedForm
 from .errors import malformed as _malformed
 from .errors import unparsable as _unparsable
@@ -358,9 +366,48 @@ def probe_forms(client: ModelClient, *, first_only: bool = False,
     return found
 
 
-# What a caller of the client needs comes with it, from this one module (the parts are
-# split by concern beside it).
-from .configured import chat_model_off, client_from_settings  # noqa: E402
+_CHAT_MODEL_OFF: ContextVar[bool] = ContextVar("pmem_chat_model_off", default=False)
+
+
+@contextmanager
+def chat_model_off() -> Iterator[None]:
+    """Within this block (this thread or task) :func:`client_from_settings` answers None, as
+    if no chat model were configured: the demo histories are written this way, so what they
+    hold never depends on a model (docs/decisions.md, "The demo never asks a model")."""
+    token = _CHAT_MODEL_OFF.set(True)
+    try:
+        yield
+    finally:
+        _CHAT_MODEL_OFF.reset(token)
+
+
+def client_from_settings(**overrides: Any) -> ModelClient | None:
+    """A client configured from Django settings (``PMEM_LLM_*``, ``PMEM_EMBED_*``), or None
+    when ``PMEM_LLM_BASE_URL`` is empty (no model configured) or inside
+    :func:`chat_model_off`. ``overrides`` replace constructor arguments (a health probe's
+    short timeout, say)."""
+    base_url = settings.PMEM_LLM_BASE_URL
+    if not base_url or _CHAT_MODEL_OFF.get():
+        return None
+    options: dict[str, Any] = {
+        "base_url": base_url,
+        "model": settings.PMEM_LLM_MODEL or "default",
+        "api_key": settings.PMEM_LLM_API_KEY or "EMPTY",
+        "timeout": settings.PMEM_LLM_TIMEOUT,
+        "max_retries": settings.PMEM_LLM_MAX_RETRIES,
+        "concurrency": settings.PMEM_LLM_CONCURRENCY,
+        "embed_base_url": settings.PMEM_EMBED_BASE_URL or None,
+        "embed_model": settings.PMEM_EMBED_MODEL or None,
+        "embed_api_key": settings.PMEM_EMBED_API_KEY or None,
+        "embed_dim": settings.PMEM_EMBED_DIM,
+        "embed_request_dimensions": settings.PMEM_EMBED_REQUEST_DIMENSIONS,
+        "structured_output": settings.PMEM_LLM_STRUCTURED_OUTPUT or "auto",
+        "max_tokens": settings.PMEM_LLM_MAX_TOKENS or None,
+        "slots_root": host_slots_root(),
+    }
+    options.update(overrides)
+    return ModelClient(**options)
+
 
 __all__ = [
     "FORMS", "CallCounter", "ChatResult", "ContentError", "EmbedResult",

@@ -19,7 +19,7 @@ from django.conf import settings
 from memory.domain import conversation
 
 from . import prompts
-from .configured import client_from_settings
+from .client import client_from_settings
 from .extraction import Memory, TextExtraction, extract_facts, fact_dict, rule_extractor
 
 #: Characters per token assumed when sizing a prompt against the context: few enough that a

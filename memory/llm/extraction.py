@@ -20,8 +20,7 @@ from django.core.signals import setting_changed
 from memory.domain import normalize_key, normalize_value
 
 from . import prompts
-from .client import ModelClient, note_failure
-from .configured import client_from_settings
+from .client import ModelClient, client_from_settings, note_failure
 from .embedding import embeds_locally
 from .errors import ModelError, wrong_schema
 from .facts import OPS, Fact, coerce_assertion
