@@ -139,3 +139,23 @@ def vector_literal(vector: Sequence[float]) -> str:
             parts[i] = f"{x:.6g}"
         return "[" + ",".join(parts) + "]"
     return "[" + ",".join(f"{x:.6g}" for x in values.tolist()) + "]"
+
+
+def insert_rows(table: str, columns: Sequence[tuple[str, str]], rows: list[tuple[Any, ...]],
+                ) -> None:
+    """Insert ``rows`` with ONE statement: each column travels as one typed array."""
+    if not rows:
+        return
+    names = ", ".join(name for name, _ in columns)
+    arrays = ", ".join(f"%b::{kind}[]" for _, kind in columns)
+    with bound_cursor() as cur:
+        cur.execute(f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})",
+                    [list(col) for col in zip(*rows, strict=True)])
+
+
+def vector_slot(vectors: list[Any], vector: Any) -> int | None:
+    """Append ``vector`` (if any) to a flat batch; its index there."""
+    if vector is None:
+        return None
+    vectors.append(vector)
+    return len(vectors) - 1

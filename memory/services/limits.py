@@ -10,7 +10,7 @@ from memory.llm.extraction import runs_locally
 from memory.models import Evidence
 
 from .ingest.line import UNSETTLED, next_unsettled, observation_fail, ready_to_commit
-from .writer import notify_settled
+from .settle import notify_settled
 
 
 def observation_fail_if_unextracted(*, evidence_id: int, error: str) -> bool:

@@ -2,77 +2,37 @@
 
 Ids come from the sequences up front, so rows reference each other in one pass; rows go in
 with ``INSERT ... SELECT FROM unnest(...)``, each column one typed array bound on the server in
-binary (decision 19) — Django's ``bulk_create`` built and quoted every field of every row, a
+binary — Django's ``bulk_create`` built and quoted every field of every row, a
 fifth of a commit. The order of the version writes serves the partial unique index
 ``one_head_per_key``: demote, insert, then promote.
 
-(Over 450 lines on purpose: each table's one statement and the columns it binds sit together,
-in the order the commit runs them, so the commit reads top to bottom as the transaction it is.)
+Beside it: the operation log's rows (``write_ops``) and the evidence rows marked committed
+(``settle``); their names are importable from here too.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import partial
 from typing import Any
 
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection
 from psycopg.types.json import Jsonb
 
 from memory.domain import (
     HEAD_STATUSES,
-    NEW,
     OPEN_STATUSES,
-    REINSTATE,
-    SETTLED_CHANNEL,
-    Decision,
-    EvidenceState,
-    Method,
-    OpInput,
-    Status,
 )
-from memory.domain.effect_log import effects_record
 from memory.domain.render import embedding_text, key_text
 from memory.llm.vectors import Vectors
-from memory.models import EMBED_DIM, Cell, Evidence, Namespace, Operation
+from memory.models import EMBED_DIM, Namespace, Operation
 
-from .binding import Float4Array, bound_cursor
+from .binding import Float4Array, bound_cursor, insert_rows, vector_slot
 from .lexical import stored_terms
 from .overlay import Overlay, VersionRow
-
-#: Maps an overlay id (negative: created in this batch) to the stored one.
-IdMap = Callable[[int | None], int | None]
-
-
-@dataclass
-class PendingOp:
-    """One operation row to write (a reinstate row names the operation that caused it)."""
-
-    key: str
-    cell: Cell | None
-    item: OpInput
-    actor: str
-    type: str
-    requested: str
-    reason: str
-    payload: dict[str, Any]
-    evidence: Evidence | None
-    version_ref: int | None = None
-    cause: int | None = None  # reinstate rows: index of the causing operation
-    decision: Decision | None = None
-    invalid: str | None = None
-    reinstated: tuple[int, ...] = ()
-    support_refs: tuple[int, ...] = ()
-    tomb_refs: tuple[int, ...] = ()
-    head_before: int | None = None
-    head_after: int | None = None
-    new_id: int | None = None
-    #: How it was decided (SPEC §3); ``actor`` is who asked.
-    method: str = Method.EXPLICIT.value
+from .settle import Settled, mark_committed, notify_settled
+from .write_ops import IdMap, PendingOp, reinstate_op, write_operations
 
 
 @dataclass
@@ -95,7 +55,7 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     def ids(ref: int | None) -> int | None:
         return real.get(ref, ref) if ref is not None else None
 
-    operations = _write_operations(namespace, ops, op_ids, ids, now)
+    operations = write_operations(namespace, ops, op_ids, ids, now)
     stored = [r for r in overlay.rows.values() if not r.new and r.dirty]
     _update_versions([r for r in stored if r.status not in HEAD_STATUSES], ids, now)
     grown, ordinals = _number_versions(overlay, new_rows)
@@ -107,10 +67,10 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
          carried[r.id][0])
         for r, ordinal in zip(new_rows, ordinals, strict=True)], now)
     _update_versions([r for r in stored if r.status in HEAD_STATUSES], ids, now)
-    _insert("memory_supportedge", _SUPPORT_COLUMNS, [
+    insert_rows("memory_supportedge", _SUPPORT_COLUMNS, [
         (ids(ref), op.evidence.pk if op.evidence else None, op_id)
         for op, op_id in zip(ops, op_ids, strict=True) for ref in op.support_refs])
-    _insert("memory_tombstone", _TOMBSTONE_COLUMNS, [
+    insert_rows("memory_tombstone", _TOMBSTONE_COLUMNS, [
         (ids(ref), op_id, now) for op, op_id in zip(ops, op_ids, strict=True)
         for ref in op.tomb_refs])
     _carry_support([(ids(r.id), r.restores_id, op_ids[r.created_by or 0])
@@ -126,78 +86,6 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
 
 # --- operations -------------------------------------------------------------------------------
 
-_OPERATION_COLUMNS = (
-    ("id", "bigint"), ("namespace_id", "bigint"), ("cell_id", "bigint"), ("key", "varchar"),
-    ("type", "varchar"), ("requested", "varchar"), ("actor", "varchar"),
-    ("evidence_id", "bigint"), ("seq", "bigint"), ("version_id", "bigint"), ("value", "text"),
-    ("payload", "jsonb"), ("reason", "text"), ("raw_output", "text"), ("prompt_tokens", "int"),
-    ("completion_tokens", "int"), ("created_at", "timestamptz"), ("method", "varchar"),
-    ("source", "varchar"))
-_OPERATION_NAMES = tuple(name for name, _ in _OPERATION_COLUMNS)
-assert list(_OPERATION_NAMES) == [f.attname for f in Operation._meta.concrete_fields], \
-    "keep _OPERATION_COLUMNS in field order"
-
-
-def _write_operations(namespace: Namespace, ops: Sequence[PendingOp], op_ids: list[int],
-                      ids: IdMap, now: datetime) -> list[Callable[[], Operation]]:
-    rows = []
-    for op, op_id in zip(ops, op_ids, strict=True):
-        ev_id, seq = (op.evidence.pk, op.evidence.seq) if op.evidence else (None, None)
-        first = op.cause is None  # else a reinstate row, caused by the op it names
-        cause = None if first else op_ids[op.cause or 0]
-        rows.append((
-            op_id, namespace.pk, op.cell.pk if op.cell is not None else None, op.key, op.type,
-            str(op.requested), op.actor, ev_id, seq, ids(op.version_ref),
-            op.item.value if first else None, _payload(op, ids, cause),
-            op.reason if first else f"rollback after operation {cause}",
-            op.item.raw_output if first else "", op.item.prompt_tokens if first else 0,
-            op.item.completion_tokens if first else 0, now,
-            op.method if first else Method.REINSTATE.value,
-            op.evidence.source if op.evidence is not None else ""))
-    _insert("memory_operation", _OPERATION_COLUMNS, [
-        (*row[:11], json.dumps(row[11], cls=DjangoJSONEncoder), *row[12:]) for row in rows])
-    return [partial(_stored_operation, row, namespace, op.cell, op.evidence)
-            for row, op in zip(rows, ops, strict=True)]
-
-
-def _stored_operation(row: tuple[Any, ...], namespace: Namespace, cell: Cell | None,
-                      evidence: Evidence | None) -> Operation:
-    """The model instance of a row just inserted, built the way the ORM loads one (positional,
-    no keyword parsing), with its namespace, cell and evidence attached (no query later)."""
-    operation = Operation.from_db(connection.alias, _OPERATION_NAMES, row)
-    cache = operation._state.fields_cache
-    cache["namespace"] = namespace
-    if cell is not None:
-        cache["cell"] = cell
-    if evidence is not None:
-        cache["evidence"] = evidence
-    return operation
-
-
-def _payload(op: PendingOp, ids: IdMap, cause: int | None) -> dict[str, Any]:
-    """An operation's log payload with stored ids (the overlay's are temporary): the version
-    it named, the heads before and after, and its effects."""
-    payload = dict(op.payload)
-    if isinstance(payload.get("version"), int):
-        payload["version"] = ids(payload["version"])
-    if op.decision is not None and op.cause is None:
-        payload["head_before"] = ids(op.head_before)
-        payload["head_after"] = ids(op.head_after)
-        new_id = op.new_id
-        payload.update(effects_record(
-            op.decision.effects, lambda v: ids(new_id if v == NEW else v)))
-    if cause is not None:
-        payload["cause"] = cause
-    return payload
-
-
-def reinstate_op(cause: PendingOp, index: int, version_id: int, status: Status) -> PendingOp:
-    """The log row of a predecessor reopened by rollback (decision 5)."""
-    return PendingOp(cause.key, cause.cell, cause.item, cause.actor, REINSTATE,
-                     cause.item.op, "rollback", {"status": str(status)}, cause.evidence,
-                     version_ref=version_id, cause=index, method=Method.REINSTATE.value)
-
-
 # --- versions, edges, heads -------------------------------------------------------------------
 
 _VERSION_COLUMNS = (
@@ -212,17 +100,6 @@ _SUPPORT_COLUMNS = (("version_id", "bigint"), ("evidence_id", "bigint"),
                     ("operation_id", "bigint"))
 _TOMBSTONE_COLUMNS = (("version_id", "bigint"), ("operation_id", "bigint"),
                       ("created_at", "timestamptz"))
-
-
-def _insert(table: str, columns: Sequence[tuple[str, str]], rows: list[tuple[Any, ...]]) -> None:
-    """Insert ``rows`` with ONE statement: each column travels as one typed array."""
-    if not rows:
-        return
-    names = ", ".join(name for name, _ in columns)
-    arrays = ", ".join(f"%b::{kind}[]" for _, kind in columns)
-    with bound_cursor() as cur:
-        cur.execute(f"INSERT INTO {table} ({names}) SELECT * FROM unnest({arrays})",
-                    [list(col) for col in zip(*rows, strict=True)])
 
 
 _CARRY_SQL = """
@@ -449,8 +326,8 @@ def _move_heads(namespace_id: int, overlay: Overlay, ids: IdMap, now: datetime,
         terms = (stored_terms(namespace_id, cell.key, overlay.rows[head].value)
                  if head is not None else None)
         for name, value in (("ids", cell.pk), ("heads", cell.head_id), ("set_emb", known),
-                            ("texts", text), ("emb_at", _slot(embs, vector)),
-                            ("kemb_at", _slot(kembs, kvector)), ("pending", pending),
+                            ("texts", text), ("emb_at", vector_slot(embs, vector)),
+                            ("kemb_at", vector_slot(kembs, kvector)), ("pending", pending),
                             ("terms", terms), ("grown", grown.pop(cell.pk, 0))):
             columns[name].append(value)
     with bound_cursor() as cur:
@@ -458,14 +335,6 @@ def _move_heads(namespace_id: int, overlay: Overlay, ids: IdMap, now: datetime,
                                       "embs": Float4Array(embs, EMBED_DIM),
                                       "kembs": Float4Array(kembs, EMBED_DIM)})
     return unembedded
-
-
-def _slot(vectors: list[Any], vector: Any) -> int | None:
-    """Append ``vector`` (if any) to a flat batch; its index there."""
-    if vector is None:
-        return None
-    vectors.append(vector)
-    return len(vectors) - 1
 
 
 def _drop_unused_cells(overlay: Overlay) -> None:
@@ -486,59 +355,5 @@ def _drop_unused_cells(overlay: Overlay) -> None:
         del overlay.cells[key]
 
 
-# --- evidence ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Settled:
-    """What the commit writes on one evidence row besides ``committed``."""
-
-    evidence_id: int
-    extracted: dict[str, Any] | None = None  # replaces the stored extraction when given
-    vector: Any = None  # the evidence embedding, when the commit computed it
-    chat_calls: int = 0  # added to the row's costs
-    embed_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-_COSTS = ("chat_calls", "embed_calls", "prompt_tokens", "completion_tokens")
-
-
-def notify_settled(evidence_ids: Sequence[int]) -> None:
-    """Announce that these observations settled (``?wait=1`` listens: memory.selectors.
-    settled). Inside a transaction PostgreSQL delivers it only if that commits; outside one,
-    at once. A payload stays far below PostgreSQL's 8000 bytes."""
-    ids = [str(i) for i in evidence_ids]
-    with connection.cursor() as cur:
-        for start in range(0, len(ids), 400):
-            cur.execute("SELECT pg_notify(%s, %s)",
-                        [SETTLED_CHANNEL, ",".join(ids[start:start + 400])])
-
-
-def mark_committed(done: Sequence[Settled], now: datetime) -> None:
-    """ONE UPDATE for the committed evidence rows: committed, with the extraction result and
-    the evidence vector where the commit computed them, and what planning cost; and the
-    notice that they settled, delivered when the commit's transaction commits."""
-    if not done:
-        return
-    notify_settled([d.evidence_id for d in done])
-    vectors: list[Any] = []
-    at = [_slot(vectors, d.vector) for d in done]
-    costs = ", ".join(f"{c} = e.{c} + v.{c}" for c in _COSTS)
-    with bound_cursor() as cur:
-        cur.execute(
-            "UPDATE memory_evidence AS e SET state = %(state)b, committed_at = %(now)b,"
-            f" error = '', extracted = COALESCE(v.extracted, e.extracted), {costs},"
-            " embedding = COALESCE((%(embs)b::float4[])[v.at * %(dim)b + 1 :"
-            " (v.at + 1) * %(dim)b]::vector, e.embedding)"
-            " FROM unnest(%(ids)b::bigint[], %(extracted)b::jsonb[], %(at)b::int[],"
-            " %(chat_calls)b::int[], %(embed_calls)b::int[], %(prompt_tokens)b::int[],"
-            " %(completion_tokens)b::int[])"
-            f" AS v(id, extracted, at, {', '.join(_COSTS)}) WHERE e.id = v.id",
-            {"state": str(EvidenceState.COMMITTED), "now": now,
-             "ids": [d.evidence_id for d in done],
-             "extracted": [json.dumps(d.extracted, cls=DjangoJSONEncoder)
-                           if d.extracted is not None else None for d in done],
-             "at": at, "embs": Float4Array(vectors, EMBED_DIM), "dim": EMBED_DIM,
-             **{c: [getattr(d, c) for d in done] for c in _COSTS}})
+__all__ = ["IdMap", "PendingOp", "Settled", "Written", "mark_committed", "notify_settled",
+           "reinstate_op", "write"]

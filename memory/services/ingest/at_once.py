@@ -23,7 +23,7 @@ from memory.models import Evidence, Namespace
 from ..batch import Applied
 from ..binding import pipelined
 from ..frontier import STALE_COUNT_SQL, frontier_flush_if_due
-from ..writer import Settled
+from ..settle import Settled
 from .commit import after_commit, commit_transaction, count_committed, retrying
 from .extract import FactsRefused
 from .line import ANY_UNSETTLED_SQL, LOCK_CLASS, UNSETTLED, in_transaction, try_lock, unlock

@@ -24,7 +24,7 @@ from ..batch import Applied, Batch
 from ..binding import pipelined
 from ..embeddings import refresh_after_commit
 from ..planning import plan_facts
-from ..writer import mark_committed, notify_settled
+from ..settle import mark_committed, notify_settled
 from .line import UNSETTLED
 from .plan import Prepared, prepare
 

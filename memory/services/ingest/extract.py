@@ -24,8 +24,8 @@ from memory.models import Evidence
 
 from ..admission import limits
 from ..planning import Ahead, ModelUnavailable
+from ..settle import notify_settled
 from ..shown import heads_shown
-from ..writer import notify_settled
 
 UNSETTLED = UNSETTLED_STATES
 

@@ -15,7 +15,7 @@ from memory.domain import UNSETTLED_STATES, EvidenceState
 from memory.llm.extraction import runs_locally
 from memory.models import Evidence
 
-from ..writer import notify_settled
+from ..settle import notify_settled
 
 UNSETTLED = UNSETTLED_STATES
 LOCK_CLASS = 0x504D  # "PM": the advisory-lock namespace of commit drains

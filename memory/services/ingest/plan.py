@@ -13,7 +13,7 @@ from memory.llm.vectors import Vectors, commit_vectors, observation_vectors
 from memory.models import Evidence
 
 from ..planning import Ahead, plan_with_model
-from ..writer import Settled
+from ..settle import Settled
 from .extract import FactsRefused, evidence_text, extraction
 
 
