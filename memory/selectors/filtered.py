@@ -31,9 +31,9 @@ from .search import (
     ORDERED_HEADER,
     RAW_HEADER,
     ReadResult,
-    _vector_search_settings,
     frontier_render,
     query_vector,
+    vector_search_settings,
 )
 
 #: Up to this many matching heads, a filtered frontier read ranks them all exactly (a few
@@ -80,7 +80,7 @@ def filtered_candidates(namespace: Namespace, literal: str, metadata: Metadata,
         cur.execute(_EXACT_SQL, params)
         rows = cur.fetchall()
         if len(rows) > EXACT_AT_MOST:
-            _vector_search_settings()
+            vector_search_settings()
             cur.execute(_WALK_SQL, params)
             walked = cur.fetchall()
             if len(walked) >= k:

@@ -77,7 +77,7 @@ def query_vector(namespace: Namespace, query: str, *, observations: bool = False
 FRONTIER_EF_SEARCH = 200
 
 
-def _vector_search_settings() -> None:
+def vector_search_settings() -> None:
     """Inside the read's transaction: a wider HNSW candidate list, and (pgvector ≥ 0.8)
     iterative scans so filtering by namespace cannot starve the top-k."""
     with connection.cursor() as cur:
@@ -122,7 +122,7 @@ def frontier_candidates(*, namespace_id: int, vector: str, k: int) -> list[tuple
     """The top-k ``(cell id, cosine distance)`` of the frontier for a query's embedding (a
     pgvector literal): the HNSW index and the stale cells, exactly merged."""
     with transaction.atomic():
-        _vector_search_settings()
+        vector_search_settings()
         with connection.cursor() as cur:
             cur.execute(_FRONTIER_SQL, {"q": vector, "ns": namespace_id, "k": k})
             return [(int(i), float(d)) for i, d in cur.fetchall()]
@@ -265,7 +265,7 @@ def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = F
     arrival index ``[t=seq]`` and sorts by it. As of T: the observations committed by T."""
     vector = query_vector(namespace, query, observations=True)
     with transaction.atomic():
-        _vector_search_settings()
+        vector_search_settings()
         found = Evidence.objects.filter(namespace=namespace, embedding__isnull=False)
         if as_of is not None:
             found = found.filter(committed_at__lte=as_of)
