@@ -152,7 +152,7 @@ class Evidence(models.Model):
         COMMITTED = EvidenceState.COMMITTED.value
         FAILED = EvidenceState.FAILED.value
 
-    # Indexed by evidence_seq_unique (namespace, seq): no separate index (decision 17).
+    # Indexed by evidence_seq_unique (namespace, seq): no separate index (each index is one more insert per row).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="evidence",
                                   db_index=False)
     seq = models.BigIntegerField()
@@ -233,7 +233,7 @@ class Cell(models.Model):
     # frontier read scans these cells exactly (see FrontierVector).
     vector_stale = models.BooleanField(default=False)
     # How many versions the key holds, kept by the commit in the statement that inserts them
-    # (memory.services.writer): exact history totals without counting rows (decision 50).
+    # (memory.services.writer): exact history totals without counting rows.
     version_count = models.IntegerField(default=0, db_default=0)
     # The words of the key and of the head's value, each as "<namespace id>:<word>" (so a GIN
     # lookup stays inside its namespace): the lexical half of the frontier read's ranking
@@ -250,7 +250,7 @@ class Cell(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="cell_key_unique")]
         indexes = [
-            # No HNSW index on this table (decision 15): every non-HOT update of a row — each
+            # No HNSW index on this table: every non-HOT update of a row — each
             # head move — inserts into each HNSW index on the table, the dearest part of a commit.
             models.Index(fields=["namespace"], condition=Q(vector_stale=True),
                          name="cell_vector_stale_idx"),
@@ -271,12 +271,12 @@ class FrontierVector(models.Model):
     cell ``vector_stale`` and deletes its copy (a cheap heap delete); :func:`frontier_flush`
     re-inserts copies in bulk, once per cell however often it moved meanwhile. The frontier
     read searches this index and scans the stale cells exactly, so it is never behind the
-    commits (decision 15)."""
+    commits."""
 
     # No foreign-key constraint in the database: the copy is derived data the flush keeps
     # consistent itself (it drops copies whose cell is gone; the ORM cascades a cell's
     # deletion), and a constraint's check takes a KEY SHARE lock on the cell per copy, which
-    # a commit's SELECT ... FOR UPDATE of that cell waits for (decision 18).
+    # a commit's SELECT ... FOR UPDATE of that cell waits for.
     cell = models.OneToOneField(Cell, primary_key=True, on_delete=models.CASCADE,
                                 related_name="frontier_vector", db_constraint=False)
     namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+",
@@ -319,7 +319,7 @@ class Operation(models.Model):
         REINSTATE = vocabulary.REINSTATE  # the reopening of a predecessor by rollback (SPEC §4)
         EXPIRE = vocabulary.EXPIRE  # a version's expiry passed (SPEC §13)
 
-    # Indexed by op_log_idx / op_key_idx, evidence by op_evidence_idx (decision 17: each index
+    # Indexed by op_log_idx / op_key_idx, evidence by op_evidence_idx (each index
     # is one more insert per operation).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="operations",
                                   db_index=False)
@@ -351,7 +351,7 @@ class Operation(models.Model):
             models.Index(fields=["namespace", "-id"], name="op_log_idx"),
             models.Index(fields=["namespace", "key", "-id"], name="op_key_idx"),
             models.Index(fields=["evidence"], name="op_evidence_idx"),
-            # The review queue's "closed by later writes" (decision 63): few rows, so cheap.
+            # The review queue's "closed by later writes": few rows, so cheap.
             models.Index(fields=["namespace", "-id"], condition=Q(payload__has_key="closed_contest"),
                          name="op_closed_contest_idx"),
         ]
@@ -361,7 +361,7 @@ class Version(models.Model):
     """One (key, value) pair. The value never changes; status and edges are re-typed."""
 
     # cell is indexed by version_cell_status_idx (cell, status); nothing reads versions by
-    # namespace alone (decision 17: each index is one more insert per version).
+    # namespace alone (each index is one more insert per version).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="versions",
                                   db_index=False)
     cell = models.ForeignKey(Cell, on_delete=models.CASCADE, related_name="versions",
@@ -378,7 +378,7 @@ class Version(models.Model):
     alternative_of = models.ForeignKey("self", null=True, blank=True, on_delete=models.PROTECT,
                                        related_name="alternatives")
     created_at = models.DateTimeField(auto_now_add=True)
-    # 1-based position in the key's history, in commit order (decision 50): the keyset of
+    # 1-based position in the key's history, in commit order: the keyset of
     # history pages and graph windows, and with Cell.version_count their exact counts.
     ordinal = models.IntegerField()
     # The fact's metadata (a flat object, memory.domain.metadata), kept with the version it
@@ -424,7 +424,7 @@ class Version(models.Model):
 
 
 class VersionSpan(models.Model):
-    """One stretch of time during which a version had one status (decision 50: time travel).
+    """One stretch of time during which a version had one status (what time travel reads).
 
     The commit that changes a version's status closes its open span (``until``) and opens the
     next one, in the same statement as the change (memory.services.writer); a span opens and

@@ -223,7 +223,7 @@ def _restore(state: CellState, req: OpRequest) -> Decision:
     """SPEC §3 ``restore``: the undo of a retraction or rejection. The revoked or contradicted
     version x is never changed; its value is installed as by accept — a new head that restores
     x and carries its evidence, or support of the head (or promotion of an alternative) when
-    a version already holds that value (decision 60)."""
+    a version already holds that value (no duplicate versions)."""
     if req.version_id is None:
         raise InvalidOperation("invalid: restore needs the version to restore")
     target = state.target

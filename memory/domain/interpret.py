@@ -63,7 +63,7 @@ class Outcome:
 
 def interpret(decision: Decision, sink: EffectSink) -> Outcome:
     """Apply ``decision``'s effects in order, then move the head. A created version is
-    supported by the operation that created it (decision 9: support counts edges)."""
+    supported by the operation that created it (support counts edges, not sources)."""
     new_id: int | None = None
     supported: list[int] = []
     tombstoned: list[int] = []
@@ -102,7 +102,7 @@ def first_touched(decision: Decision) -> int | None:
 
 
 def valid_to_after(status: Status, valid_to: T | None, now: T) -> T | None:
-    """A version's interval end after it takes ``status`` (decision 6): open while the status
+    """A version's interval end after it takes ``status``: open while the status
     is open, closed at ``now`` when it leaves, an earlier end kept."""
     if status in OPEN_STATUSES:
         return None

@@ -1,7 +1,7 @@
 """Source trust and valid time (SPEC §8), and which version a withdrawal names: pure rules.
 
 The commit asks these questions of each fact of an observation (never of an operation a
-person or client asked for, decision 10); it loads what they need and nothing more.
+person or client asked for: an explicit operation is applied as asked); it loads what they need and nothing more.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from .vocabulary import CREATING_OPS, OpType, Status
 def replaces_head(op: OpType, value: str | None, has_head: bool) -> bool:
     """Whether the fact would replace a head, so trust and valid time apply to it: an accept
     or a reject with a value, on a cell with a head. A ``hard_commit`` fact is no exception
-    (SPEC §8, decision 12): it only keeps the annotator from dropping it as a noop."""
+    (SPEC §8): it only keeps the annotator from dropping it as a noop."""
     creates = op in CREATING_OPS and bool(value and value.strip())
     return creates and has_head
 
 
 def is_late(observed_at: datetime | None, head_valid_from: datetime) -> bool:
-    """A report whose valid time is older than the head's goes into the history (decision 11)."""
+    """A report whose valid time is older than the head's goes into the history (it never displaces a newer head)."""
     return observed_at is not None and observed_at < head_valid_from
 
 
@@ -39,7 +39,7 @@ def valid_time_slot(versions: Iterable[tuple[datetime, int]], observed_at: datet
 
 def head_trust(levels: Mapping[str, int], sources: Iterable[str]) -> int:
     """The head's trust: the highest level among the sources of the evidence supporting it
-    (unlisted sources: 0; no levels configured: every source is equal, decision 10)."""
+    (unlisted sources: 0; no levels configured: every source is equal)."""
     if not levels:
         return 0
     return max((levels.get(source, 0) for source in sources), default=0)

@@ -48,7 +48,7 @@ def compensation(op_type: str, version_id: int | None,
         if payload.get("target_status") == Status.ALTERNATIVE:
             return (Compensation(OpType.CONTEST, version_id),)  # a competing value again
         if "head_before" in payload and payload["head_before"] != version_id:
-            return ()  # a closed version: restoring it would make it current (decision 62)
+            return ()  # a closed version: restoring it would make it current, which undo never does
         return (Compensation(OpType.RESTORE, version_id),)
     if op_type == OpType.REJECT:
         return tuple(Compensation(OpType.RESTORE, vid) for vid, status in retyped

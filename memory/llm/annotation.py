@@ -86,10 +86,6 @@ class AnnotationResult:
     failure: ModelError | None = None
     calls: int = 0
 
-    @property
-    def error(self) -> str | None:
-        return None if self.failure is None else str(self.failure)
-
 
 def item_payload(item: AnnotationItem) -> dict[str, Any]:
     """The JSON the model sees for one item."""

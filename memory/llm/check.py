@@ -115,7 +115,7 @@ def check_chat(client: ModelClient) -> ChatCheck:
     result = extract_facts(client, SENTENCE)
     found.extraction_s = time.monotonic() - started
     found.extraction_facts = [(f.key, f.value) for f in result.facts]
-    found.extraction_error = result.error
+    found.extraction_error = None if result.failure is None else str(result.failure)
     if is_transport(result.failure):
         found.cause = cause_of(result.failure, model=client.model)
     return found

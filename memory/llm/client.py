@@ -62,11 +62,6 @@ class ChatResult:
     def ok(self) -> bool:
         return self.failure is None
 
-    @property
-    def error(self) -> str | None:
-        """The failure in words (what observations and the explorer show)."""
-        return None if self.failure is None else str(self.failure)
-
 
 @dataclass(frozen=True)
 class EmbedResult:
@@ -79,10 +74,6 @@ class EmbedResult:
     @property
     def ok(self) -> bool:
         return self.failure is None
-
-    @property
-    def error(self) -> str | None:
-        return None if self.failure is None else str(self.failure)
 
 
 class CallCounter:

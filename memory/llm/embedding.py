@@ -26,6 +26,7 @@ from threadpoolctl import threadpool_limits
 from . import minilm
 from .client import ModelClient
 from .configured import host_slots_root
+from .errors import ModelError
 
 DEFAULT_DIM = 384
 
@@ -41,7 +42,12 @@ class Embedder(Protocol):
 
 class EmbeddingError(RuntimeError):
     """A remote embedder could not produce vectors. Callers must not substitute another
-    embedder's vectors: mixing embedding spaces silently corrupts similarity search."""
+    embedder's vectors: mixing embedding spaces silently corrupts similarity search.
+    ``cause``: the client's typed failure (a transport error is worth a retry later)."""
+
+    def __init__(self, cause: ModelError) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 # --- hashing ------------------------------------------------------------------------------
@@ -96,7 +102,7 @@ class HashingEmbedder:
     #: 19% of the different attributes with no id apart).
     identity_threshold = 0.69
     #: Local and fast (tens of microseconds a text): callers embed where they need a vector
-    #: instead of caching vectors in the database (decision 16).
+    #: instead of caching vectors in the database (cheaper than the round trip).
     cheap = True
 
     def __init__(self, dim: int = DEFAULT_DIM) -> None:
@@ -176,8 +182,8 @@ class RemoteEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         result = self.client.embed(list(texts))
-        if result.error is not None:
-            raise EmbeddingError(result.error)
+        if result.failure is not None:
+            raise EmbeddingError(result.failure) from result.failure
         return result.vectors
 
 

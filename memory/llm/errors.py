@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 #: Prefix of an :class:`UnsupportedForm`'s text (kept for what is shown: ``unsupported format:
 #: http 500: …``).
 UNSUPPORTED = "unsupported format"
@@ -74,6 +76,6 @@ def malformed(detail: str) -> ContentError:
     return ContentError(f"malformed: {detail}", reason="malformed")
 
 
-def is_transport(failure: ModelError | None) -> bool:
+def is_transport(failure: ModelError | None) -> TypeGuard[TransportError]:
     """True when no usable answer arrived at all: trying again later may help."""
     return isinstance(failure, TransportError)

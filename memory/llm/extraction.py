@@ -42,10 +42,6 @@ class ExtractionResult:
     failure: ModelError | None = None
     dropped: list[dict[str, str]] = field(default_factory=list)
 
-    @property
-    def error(self) -> str | None:
-        return None if self.failure is None else str(self.failure)
-
 
 def extract_facts(client: ModelClient, text: str,
                   memory: Sequence[dict[str, Any]] = ()) -> ExtractionResult:
@@ -231,10 +227,6 @@ class TextExtraction:
     dropped: list[dict[str, str]] = field(default_factory=list)  # model facts refused
     shown: list[dict[str, Any]] = field(default_factory=list)  # the heads the model saw
     chunks: int = 1  # model calls a text past the model's context was cut into
-
-    @property
-    def error(self) -> str | None:
-        return None if self.failure is None else str(self.failure)
 
 
 def fact_dict(fact: Fact, origin: str) -> dict[str, Any]:

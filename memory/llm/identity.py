@@ -29,10 +29,6 @@ class IdentityResult:
     completion_tokens: int = 0
     failure: ModelError | None = None
 
-    @property
-    def error(self) -> str | None:
-        return None if self.failure is None else str(self.failure)
-
 
 def parse_same_different(raw: str) -> bool | None:
     """'same' -> True, 'different' -> False (any case, surrounding punctuation and whitespace

@@ -53,7 +53,8 @@ def answer(client: ModelClient, *, question: str, context: str,
     return AnswerResult(
         answer=(result.data or "").strip() if result.ok else "", context=context,
         context_chars=len(context), chat_calls=1, prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens, error=result.error,
+        completion_tokens=result.completion_tokens,
+        error=None if result.failure is None else str(result.failure),
     )
 
 

@@ -5,7 +5,7 @@ at extraction): the evidence text, every key of its facts and every ``key: value
 install. Soft identity
 and the refresh after commit reuse them; the commit writes a moved cell's embedding from them
 (:func:`commit_vectors`). A cheap embedder's vectors are computed where they are needed
-instead of travelling through the database (decision 16); a deferred one's after the commit, in
+instead of travelling through the database (recomputing is cheaper than the round trip); a deferred one's after the commit, in
 the background (memory.services.embeddings).
 """
 

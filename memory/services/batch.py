@@ -153,7 +153,7 @@ class Batch:
     def _place(self, cell: Cell, item: OpInput) -> tuple[OpInput, Slot | None]:
         """A fact that would replace the head goes into the history when it reports an older
         valid time than the head's, and contests the head when its source is trusted less
-        than the head's support (decisions 10-12; ``hard_commit`` changes neither)."""
+        than the head's support (who asked decides; ``hard_commit`` changes neither)."""
         head = self.overlay.head(cell)
         if not policy.replaces_head(item.op, item.value, head is not None):
             return item, None
@@ -190,7 +190,7 @@ class Batch:
         head_before = self.overlay.heads.get(cell.pk)
         was_contested = self._contested(cell)
         target = self.overlay.rows.get(item.version_id) if item.version_id else None
-        if target is not None:  # what the named version was, for undo (decision 62)
+        if target is not None:  # what the named version was: undo restores it only if still so
             base = {**base, "target_status": str(target.status)}
         valid_from = (self.evidence.observed_at if self.evidence is not None
                       and self.evidence.observed_at is not None else self.now)
@@ -200,7 +200,7 @@ class Batch:
             self.overlay.changed.add(cell.pk)
         if was_contested and not self._contested(cell):
             # A contest closed: the review queue lists those a resolve did not close
-            # (decision 63), through the partial index op_closed_contest_idx.
+            # (a person's work to review), through the partial index op_closed_contest_idx.
             base = {**base, "closed_contest": True}
         op = PendingOp(cell.key, cell, item, actor,
                        decision.op if decision.applied else str(OpType.NOOP), item.op,

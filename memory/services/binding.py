@@ -1,4 +1,4 @@
-"""Server-side parameter binding for the write path's bulk statements (decision 19).
+"""Server-side parameter binding for the write path's bulk statements.
 
 Django's PostgreSQL backend binds parameters on the client by default: psycopg quotes every
 value, and every element of an array parameter, into the SQL text in Python. The commit
@@ -99,7 +99,7 @@ class Float4Array:
     """Many vectors as ONE flat ``float4[]`` parameter, sent in binary: vector ``i`` (from 0)
     is ``(param)[i * dim + 1 : (i + 1) * dim]::vector`` in SQL. Formatting 384 floats as text
     per vector, and parsing them back in the server, was the dearest part of writing a moved
-    cell (decision 19)."""
+    cell."""
 
     def __init__(self, vectors: Sequence[Any], dim: int) -> None:
         self.dim = dim

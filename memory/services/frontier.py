@@ -7,7 +7,7 @@ so they are exact at once; :func:`frontier_flush` re-indexes the stale cells in 
 per cell however often it moved since — when a namespace holds ``PMEM_FRONTIER_FLUSH_AT``
 of them (checked by the drain after each commit group) and on the worker's periodic sweep.
 Why: each HNSW insert walks the graph (~0.5 ms at 384 dimensions), and when the index sat on
-the cell row every head move paid one, the dearest step of a commit (decision 15).
+the cell row every head move paid one, the dearest step of a commit.
 
 The invariant reads rely on: a cell that is not ``vector_stale`` has exactly one copy, equal
 to its embedding; a stale cell has none. A flush never holds a cell's row lock while it

@@ -3,7 +3,7 @@
 
 Planning reads the graph through an :class:`~memory.services.overlay.Overlay`: inside the
 commit's transaction, the locked overlay that already holds what the group's earlier
-observations did (no model involved, decision 14); with a model, a snapshot read before the
+observations did (no model involved: a group commits as one at a time would); with a model, a snapshot read before the
 transaction, because a model call never sits inside one (the namespace's drain lock keeps other
 commits out until the plan is applied). Client facts with an ``op`` are applied as asked;
 the others are annotated — by the model in ONE batched call, else deterministically.
@@ -51,10 +51,14 @@ class ModelUnavailable(Exception):
     """The model could not be reached for a job that cannot be skipped (extraction,
     annotation): the observation waits, and its task retries with backoff, instead of
     committing noops for an outage. ``evidence_id``: the observation that could not be
-    prepared (set by the drain), the one failed when the retries run out."""
+    prepared (set by the drain), the one failed when the retries run out. ``cause``: the
+    typed failure that made the model unavailable (raised ``from`` it); ``message``: what the
+    observation shows, when it fails for good (``str(cause)`` when not given)."""
 
-    def __init__(self, message: str, *, evidence_id: int | None = None) -> None:
-        super().__init__(message)
+    def __init__(self, cause: Exception, message: str | None = None, *,
+                 evidence_id: int | None = None) -> None:
+        super().__init__(str(cause) if message is None else message)
+        self.cause = cause
         self.evidence_id = evidence_id
 
 
@@ -373,7 +377,8 @@ def _annotate(facts: list[dict[str, Any]], heads: dict[str, HeadView],
         plan.prompt_tokens += result.prompt_tokens
         plan.completion_tokens += result.completion_tokens
         if is_transport(result.failure):
-            raise ModelUnavailable(f"annotation failed: {result.error}")
+            raise ModelUnavailable(result.failure, f"annotation failed: {result.failure}"
+                                   ) from result.failure
     return [{"op": ann.op, "value": ann.value, "reason": ann.reason,
              "raw": (result.raw or "") if ann.by_model else "", "valid": ann.valid,
              "by_model": ann.by_model} for ann in result.ops]

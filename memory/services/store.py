@@ -1,7 +1,7 @@
 """The SQL a commit reads with: the cells it locks, their versions, and the lookups the
 overlay makes when it must (a rollback chain, a withdrawn value, a late report's slot, the
 sources behind a head). Plain statements on Django's connection, rows as tuples: the ORM's
-compilation was a tenth of a commit (decision 19).
+compilation was a tenth of a commit.
 """
 
 from __future__ import annotations

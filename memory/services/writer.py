@@ -169,7 +169,7 @@ _SELECTED = {"metadata": "NULLIF(COALESCE((SELECT r.metadata FROM memory_version
                          " WHERE r.id = u.base_id), '{}'::jsonb)"
                          " || COALESCE(u.metadata, '{}'::jsonb), '{}'::jsonb)"}
 
-# Versions go in with their ordinals (decision 50), numbered by the writer from the locked
+# Versions go in with their ordinals (history pages seek by them), numbered by the writer from the locked
 # cells' counts (:func:`_number_versions`); each new version opens its first span.
 _INSERT_VERSIONS_SQL = f"""
 WITH u AS (
@@ -225,7 +225,7 @@ def _grow_version_counts(grown: dict[int, int]) -> None:
 
 
 # A status change closes the version's open span at the commit time and opens the next one, in
-# the statement that changes it (decision 50). The old status is read from the statement's
+# the statement that changes it (time travel reads spans). The old status is read from the statement's
 # snapshot (the join below), so a version whose status did not change keeps its span.
 _UPDATE_VERSIONS_SQL = """
 WITH changed AS (
@@ -300,8 +300,8 @@ def _move_heads(namespace_id: int, overlay: Overlay, ids: IdMap, now: datetime,
     when ``vectors`` hold the new ``key: value`` (a cheap embedder's always do), its embedding
     too, and its version count raised by what it ``grown`` (taken out of it), so the row is
     rewritten once; a created cell also gets its key embedding. A supported head (noop)
-    leaves its row alone. The moved cells leave the frontier index (decision 15: a
-    heap delete, no index insert). Returns the cells whose vectors were missing (marked
+    leaves its row alone. The moved cells leave the frontier index (a
+    heap delete, no HNSW insert inside the commit). Returns the cells whose vectors were missing (marked
     ``embed_pending``), for the refresh after commit."""
     touched = [c for c in {c.pk: c for c in overlay.cells.values()}.values()
                if c.pk in overlay.changed]

@@ -13,6 +13,7 @@ from memory.llm.annotation import (
     annotate_without_model,
     item_payload,
 )
+from memory.llm.errors import TransportError
 from tests.llm.conftest import ClientFactory
 from tests.support.scripted_llm import Fault, ScriptedLLM
 
@@ -37,7 +38,7 @@ def test_all_facts_of_an_observation_are_annotated_in_one_call(
     result = annotate(make_client(), ITEMS)
 
     assert scripted_llm.counts["annotation"] == 1
-    assert result.error is None
+    assert result.failure is None
     assert ops_of(result) == [
         ("home_city", "accept", "Berlin"),
         ("mug_1_location", "revoke", "cabinet 3"),
@@ -156,7 +157,7 @@ def test_unusable_answer_turns_every_item_into_a_noop_and_keeps_the_raw_output(
 
     result = annotate(make_client(), ITEMS)
 
-    assert result.error is not None
+    assert result.failure is not None
     # Every item the model was asked about falls back to noop; new_key (no head) was never
     # asked: it is a create whatever the model answers (SPEC §5.4).
     asked = [op for item, op in zip(ITEMS, result.ops, strict=True) if item.has_head]
@@ -212,7 +213,7 @@ def test_server_failure_after_retries_is_a_noop_per_item(
 
     result = annotate(make_client(max_retries=2), ITEMS[:3])
 
-    assert result.error is not None and result.error.startswith("http 500")
+    assert isinstance(result.failure, TransportError) and result.failure.status == 500
     assert [op.op for op in result.ops] == ["noop"] * 3
     assert scripted_llm.counts["annotation"] == 3
 
@@ -312,4 +313,4 @@ def test_rule_annotation_aligns_with_items() -> None:
     result = annotate_without_model(ITEMS)
 
     assert [op.key for op in result.ops] == [item.key for item in ITEMS]
-    assert result.error is None and result.raw == ""
+    assert result.failure is None and result.raw == ""

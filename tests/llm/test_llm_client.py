@@ -11,6 +11,7 @@ import pytest
 
 from memory.llm import prompts
 from memory.llm.client import ModelClient, client_from_settings, fit_vector, parse_json_loose
+from memory.llm.errors import ContentError, TransportError
 from tests.llm.conftest import ClientFactory
 from tests.support.scripted_llm import Fault, ScriptedLLM
 
@@ -78,7 +79,7 @@ def test_server_errors_exhaust_retries_and_return_an_error(
     result = extraction_call(client)
 
     assert result.data is None
-    assert result.error is not None and result.error.startswith("http 500")
+    assert isinstance(result.failure, TransportError) and result.failure.status == 500
     assert result.attempts == 3
     assert scripted_llm.counts["extraction"] == 3
     assert client.counter.chat_calls == 1
@@ -89,7 +90,7 @@ def test_client_error_is_not_retried(make_client: ClientFactory, scripted_llm: S
 
     result = extraction_call(make_client())
 
-    assert result.error is not None and result.error.startswith("http 400")
+    assert isinstance(result.failure, TransportError) and result.failure.status == 400
     assert result.attempts == 1
 
 
@@ -100,7 +101,8 @@ def test_timeout_returns_an_error_instead_of_raising(
 
     result = extraction_call(make_client(timeout=0.3, max_retries=0))
 
-    assert result.data is None and result.error == "timeout"
+    assert result.data is None and isinstance(result.failure, TransportError)
+    assert result.failure.reason == "timeout" and str(result.failure) == "timeout"
 
 
 def test_timeout_then_success_is_retried(
@@ -123,7 +125,7 @@ def test_unreachable_server_returns_a_connection_error() -> None:
 
     result = extraction_call(client)
 
-    assert result.error is not None and result.error.startswith("connection error")
+    assert isinstance(result.failure, TransportError) and result.failure.reason == "connection"
     assert result.attempts == 2
 
 
@@ -135,7 +137,7 @@ def test_unparsable_answer_keeps_the_raw_text(
     result = extraction_call(make_client())
 
     assert result.data is None
-    assert result.error is not None and result.error.startswith("unparsable:")
+    assert isinstance(result.failure, ContentError) and result.failure.reason == "unparsable"
     assert result.raw == "I cannot do that."
 
 
@@ -232,7 +234,7 @@ def test_embed_failure_returns_an_error(
 
     result = make_client(max_retries=0).embed(["x"])
 
-    assert result.vectors == [] and result.error is not None
+    assert result.vectors == [] and isinstance(result.failure, TransportError)
 
 
 def test_embed_of_nothing_makes_no_request(

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from memory.llm import Fact
+from memory.llm.errors import ContentError, TransportError
 from memory.llm.extraction import (
     MAX_DROPS_RECORDED,
     MAX_MODEL_KEY_CHARS,
@@ -29,7 +30,7 @@ def test_extraction_returns_facts_in_observation_order_from_one_call(
 ) -> None:
     result = extract_facts(make_client(), OBSERVATION)
 
-    assert result.error is None
+    assert result.failure is None
     assert result.facts == [
         Fact("home_city", "Berlin"),
         Fact("mug_1_location", "countertop 2"),
@@ -84,7 +85,7 @@ def test_extraction_normalises_keys_drops_empty_facts_and_repairs_assertions(
     result = extract_facts(make_client(), "My personal best 5k time is 27:12. I am 41, "
                                           "and I think I have a cat.")
 
-    assert result.error is None
+    assert result.failure is None
     assert result.facts == [
         Fact("personal_best_5k_time", "27:12"),
         Fact("age", "41"),
@@ -120,7 +121,8 @@ def test_misbehaving_extraction_returns_an_error_and_no_facts(
     result = extract_facts(make_client(), OBSERVATION)
 
     assert result.facts == []
-    assert result.error is not None and result.error.startswith(error_prefix)
+    assert isinstance(result.failure, ContentError)
+    assert result.failure.reason == error_prefix.replace(" ", "_")
 
 
 def test_extraction_keeps_the_raw_answer_of_a_failed_parse(
@@ -138,7 +140,8 @@ def test_extraction_timeout_is_an_error_not_an_exception(
 
     result = extract_facts(make_client(timeout=0.3, max_retries=0), "a = b")
 
-    assert result.facts == [] and result.error == "timeout"
+    assert result.facts == [] and isinstance(result.failure, TransportError)
+    assert result.failure.reason == "timeout"
 
 
 def test_blank_text_makes_no_call(make_client: ClientFactory, scripted_llm: ScriptedLLM) -> None:
@@ -228,7 +231,7 @@ def test_extraction_reports_what_it_dropped_with_the_raw_answer(
 
     result = extract_facts(make_client(), MUG)
 
-    assert result.error is None and result.facts == [Fact("mug_1_location", "cabinet 3")]
+    assert result.failure is None and result.facts == [Fact("mug_1_location", "cabinet 3")]
     assert [d["reason"] for d in result.dropped] == [
         "empty key", "duplicate: the same key and value earlier in this answer"]
     assert json.loads(result.raw) == answer

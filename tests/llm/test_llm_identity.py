@@ -34,7 +34,7 @@ def test_keys_with_the_same_words_are_confirmed_same(
 ) -> None:
     result = confirm_same_key(make_client(), "best_5k_personal_time", "personal_best_5k_time")
 
-    assert result.same is True and result.error is None
+    assert result.same is True and result.failure is None
     assert scripted_llm.counts["identity"] == 1
 
 
@@ -61,7 +61,7 @@ def test_unclear_answer_is_neither_same_nor_different(
 
     result = confirm_same_key(make_client(), "a_b", "b_a")
 
-    assert result.same is None and result.error is not None
+    assert result.same is None and result.failure is not None
 
 
 def test_identity_server_failure_is_neither_same_nor_different(
@@ -71,4 +71,4 @@ def test_identity_server_failure_is_neither_same_nor_different(
 
     result = confirm_same_key(make_client(max_retries=1), "a_b", "b_a")
 
-    assert result.same is None and result.error is not None
+    assert result.same is None and result.failure is not None

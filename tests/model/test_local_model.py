@@ -55,7 +55,7 @@ def test_extraction_keeps_only_valid_facts_and_reports_real_usage(
         before = len(proxy.calls)
         result = extract_facts(model_client, sentence)
         served = [c for c in proxy.calls[before:] if c.status == 200]
-        assert not is_transport(result.failure), result.error
+        assert not is_transport(result.failure), result.failure
         # Whatever the model said, what is kept passes validation again untouched.
         again, dropped = validate_model_facts(
             [{"key": f.key, "value": f.value, "assertion": f.assertion} for f in result.facts],
@@ -74,7 +74,7 @@ def test_soft_identity_answers_same_or_different_or_is_taken_for_different(
     [call] = proxy.calls[before:]
     assert call.job == "identity" and call.status == 200
     assert verdict.same in (True, False, None)
-    assert (verdict.same is None) == (verdict.error is not None)
+    assert (verdict.same is None) == (verdict.failure is not None)
     assert verdict.prompt_tokens == call.prompt_tokens > 0
 
 

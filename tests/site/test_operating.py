@@ -14,6 +14,7 @@ from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
 from memory.llm.client import ModelClient
+from memory.llm.errors import ContentError, TransportError
 from memory.llm.extraction import extract_facts
 from memory.services import namespace_drain, token_create
 from tests.support.scripted_llm import Fault, ScriptedLLM
@@ -84,11 +85,13 @@ def test_model_latency_by_kind_and_errors_by_reason(client: Client) -> None:
     with ScriptedLLM() as server:
         model = ModelClient(base_url=server.base_url, model=server.model, max_retries=0)
         before = scrape(client)
-        assert extract_facts(model, "colour = blue").error is None
+        assert extract_facts(model, "colour = blue").failure is None
         server.push(Fault.HTTP_500, job="extraction")
-        assert extract_facts(model, "colour = red").error.startswith("http 500")
+        failed = extract_facts(model, "colour = red").failure
+        assert isinstance(failed, TransportError) and failed.status == 500
         server.push(Fault.INVALID_JSON, job="extraction")
-        assert extract_facts(model, "colour = green").error.startswith("unparsable")
+        unusable = extract_facts(model, "colour = green").failure
+        assert isinstance(unusable, ContentError) and unusable.reason == "unparsable"
         after = scrape(client)
     assert "pmem_model_errors" in after
     name = "pmem_model_request_seconds"

@@ -187,7 +187,8 @@ def extract_claimed(evidence_id: int, ahead: Sequence[Ahead] = ()) -> bool:
     unsettled = Evidence.objects.filter(pk=evidence_id, extracted__isnull=True,
                                         state__in=UNSETTLED)
     if is_transport(failure):
-        raise ExtractionFailed(f"extraction failed: {failure}", evidence_id=evidence_id)
+        raise ExtractionFailed(failure, f"extraction failed: {failure}",
+                               evidence_id=evidence_id) from failure
     if failure is not None:
         if unsettled.update(extracted=result, state=EvidenceState.FAILED,
                             error=f"extraction failed: {failure}"[:2000], **costs):
@@ -197,7 +198,7 @@ def extract_claimed(evidence_id: int, ahead: Sequence[Ahead] = ()) -> bool:
     try:
         vectors = observation_vectors(text=evidence_text(evidence), facts=result["facts"])
     except EmbeddingError as exc:
-        raise ExtractionFailed(f"extraction failed: embedding failed: {exc}",
+        raise ExtractionFailed(exc.cause, f"extraction failed: embedding failed: {exc}",
                                evidence_id=evidence_id) from exc
     if vectors.cache:
         result["vectors"] = vectors.cache

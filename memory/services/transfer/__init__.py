@@ -1,5 +1,5 @@
 """Export and import of a namespace with its whole provenance (CONTRACT "Export, import and
-backup of a namespace"; the format: docs/export-format.md; decision 75).
+backup of a namespace"; the format: docs/export-format.md).
 
 - :func:`export_chunks` / :func:`namespace_export`: the namespace as NDJSON from one snapshot.
 - :func:`namespace_import`: check a file whole, then write it as a new namespace in one

@@ -1,4 +1,4 @@
-"""The ids inside an operation's payload, and the reasons that quote them (decision 75).
+"""The ids inside an operation's payload, and the reasons that quote them, rewritten to the importing instance's ids.
 
 The writer logs an operation's payload with stored ids (``memory.services.writer._payload``):
 the version it named (``version``), the heads before and after (``head_before``,

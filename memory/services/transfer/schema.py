@@ -9,7 +9,7 @@ the value an older file gives it); nothing else changes.
 Ids in a file are the exporting instance's. The importer gives every record a new id from its
 own sequences, in the order of the old ones (so every "newest first" and every "oldest first"
 answers the same), and rewrites every reference — columns and the ids inside an operation's
-payload (decision 75).
+payload (ids are this instance's own).
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ RECORDS: tuple[Record, ...] = (
         _TIMES["created_at"],
     ], _BY_VERSION),
     # That an erase happened, by whom and when, and how much it removed — not which key
-    # (decision 75: an erased key never leaves the instance, not even its name).
+    # (an erased key never leaves the instance, not even its name).
     _record("erasure", "memory_eraseaudit", [
         _f("actor", Kind.STR), _f("versions_erased", Kind.INT),
         _f("evidence_redacted", Kind.INT), _TIMES["created_at"],
@@ -221,8 +221,8 @@ def fields_for(record: Record, version: int) -> tuple[Field, ...]:
 #: them empty (a task's lease on the old instance: here no task holds an imported observation,
 #: so the sweep queues the unsettled ones; the digest of the request an idempotency key was
 #: first used for: a key reused after the import replays, as for observations recorded before
-#: digests were kept, decision 77). The embedder a namespace records is this instance's (the
-#: importer embeds every row), and the cells' words are written after them (decision 133).
+#: digests were kept). The embedder a namespace records is this instance's (the
+#: importer embeds every row), and the cells' words are written after them (derived, never trusted from a file).
 COMPUTED: dict[str, tuple[str, ...]] = {
     "memory_namespace": ("id", "embedder", "reembed"),
     "memory_sourcetrust": ("id", "namespace_id"),

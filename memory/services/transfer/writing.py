@@ -4,10 +4,10 @@ Ids come from this instance's sequences up front, as many as the file holds of e
 and are handed out in the order of the old ones, so every reference is known before its
 target is written (the foreign keys are checked at commit, or — when the role may — not at
 all, the first pass having checked every reference). Rows go in a batch at a time with ONE
-``INSERT ... SELECT FROM unnest(...)`` per batch, each column one binary array (decision 19).
+``INSERT ... SELECT FROM unnest(...)`` per batch, each column one binary array (no per-row quoting).
 Vectors are computed here from the texts the exporter had embedded, with this instance's
 embedder, and the cells go straight into the frontier index: when the transaction commits,
-the namespace is complete and indexed (decision 75).
+the namespace is complete and indexed (a half-imported namespace is never read).
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def allocate(checked: Checked) -> dict[str, IdMap]:
 @contextmanager
 def without_fk_triggers() -> Iterator[None]:
     """Every reference was checked by the first pass: skip the row-by-row foreign-key checks
-    at commit when the role may (as pg_restore does; decision 44's reason: a million deferred
+    at commit when the role may (as pg_restore does: a million deferred
     checks take minutes). Another role keeps them."""
     with connection.cursor() as cur:
         try:
