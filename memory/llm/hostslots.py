@@ -12,6 +12,14 @@ process never take the same slot (``flock`` excludes open file descriptions, not
 A caller that finds every slot taken waits on a condition this process's releases signal,
 and looks again every ``POLL_S`` for slots freed by other processes: a wait behind another
 process is at most that much longer than it need be (small beside a model call).
+
+Why not a semaphore from the broker or the database: measured (``bench/host_semaphore.py``),
+an acquire and release here costs ~9 µs; a counting semaphore on the embedded Redis (one Lua
+script to take, one call to give back) ~220 µs, 25 times more, on every model call. And a
+slot held in Redis outlives a killed worker until a lease expires (a lease that must be longer
+than the slowest model call), while the kernel frees a lock file at once; a PostgreSQL
+advisory lock per slot would hold a database connection per call in flight, from
+``memory.llm``, which runs no SQL. Nothing a library offers serves the cap as well.
 """
 
 from __future__ import annotations

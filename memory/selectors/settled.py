@@ -2,8 +2,9 @@
 
 A commit announces the observations it settled on the PostgreSQL channel
 :data:`~memory.domain.SETTLED_CHANNEL` inside its own transaction, so the notice is delivered
-only if it commits (``memory.services.writer.notify_settled``). Each process that waits keeps
-ONE listening connection, on a daemon thread started at its first wait, and wakes the waiters
+only if it commits (``memory.services.settle.notify_settled``). Each process that waits keeps
+ONE listening connection, on a thread of the process's background runner
+(:class:`memory.background.ProcessThread`) started at its first wait, and wakes the waiters
 of the ids a notice names; a waiting request holds no connection of its own beyond Django's.
 A notice can still be missed (the listener reconnecting after the database went away): every
 waiter also looks at the row every :data:`SAFETY_POLL_SECONDS`, so a wait never outlasts a
@@ -13,7 +14,6 @@ missed notice by more than that.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import psycopg
 from django.db import connection
 
+from memory.background import ProcessThread
 from memory.domain import SETTLED_CHANNEL, SETTLED_STATES
 from memory.models import Evidence
 
@@ -40,9 +41,7 @@ class SettledListener:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[int, set[threading.Event]] = {}
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._stop = threading.Event()
+        self._thread = ProcessThread("pmem-settled-listener", self._run)
         self.ready = threading.Event()
         self.delivered = 0  # notices received (the tests read it)
 
@@ -68,27 +67,16 @@ class SettledListener:
 
     def stop(self) -> None:
         """Close the listening connection (a test database must be dropped after)."""
-        thread = self._thread
-        self._stop.set()
-        if thread is not None:
-            thread.join(timeout=5 * _TICK_SECONDS)
-        self._thread, self._stop = None, threading.Event()
+        self._thread.stop(timeout=5 * _TICK_SECONDS)
         self.ready.clear()
 
     def _start(self) -> None:
-        with self._lock:
-            alive = self._thread is not None and self._thread.is_alive()
-            if alive and self._pid == os.getpid():
-                return
-            # First wait in this process (or in a child forked after one): a thread of its own.
-            self._pid, self._stop = os.getpid(), threading.Event()
-            self.ready.clear()
-            self._thread = threading.Thread(target=self._run, args=(_params(), self._stop),
-                                            name="pmem-settled-listener", daemon=True)
-            self._thread.start()
-        self.ready.wait(_READY_SECONDS)  # listening before the caller first looks at its row
+        # First wait in this process (or in a child forked after one): a thread of its own,
+        # listening before the caller first looks at its row.
+        if self._thread.ensure(_params(), on_start=self.ready.clear):
+            self.ready.wait(_READY_SECONDS)
 
-    def _run(self, params: dict[str, Any], stop: threading.Event) -> None:
+    def _run(self, stop: threading.Event, params: dict[str, Any]) -> None:
         while not stop.is_set():
             try:
                 with psycopg.connect(**params, autocommit=True) as conn:

@@ -16,17 +16,14 @@ alone; the value a read shows is always the head's.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import threading
-import time
 from collections.abc import Collection, Sequence
 
 from django.conf import settings
 from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, Q
 
+from memory.background import KeyedQueue
 from memory.domain.render import embedding_text, evidence_text, key_text
 from memory.llm.embedding import EmbeddingError, embed_batch, embedder_from_settings, embedder_id
 from memory.llm.vectors import unpack_vector
@@ -322,59 +319,10 @@ def embed_pending_all() -> int:
     return total
 
 
-class _Embedder:
-    """A background thread that embeds namespaces' pending cells and observations on request,
-    with its own connection (as memory.services.frontier's indexer). If the process dies, the
-    cells stay pending for the sweep."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._pending: set[int] = set()
-        self._busy = False
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._last = 0.0  # when the latest request came
-
-    def request(self, namespace_id: int) -> None:
-        with self._cond:
-            self._pending.add(namespace_id)
-            self._last = time.monotonic()
-            if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
-                self._pid, self._busy = os.getpid(), False
-                self._thread = threading.Thread(target=self._run, name="pmem-embedder",
-                                                daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Until nothing is pending or being embedded; False on timeout."""
-        with self._cond:
-            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
-
-    def _run(self) -> None:
-        with contextlib.suppress(OSError, AttributeError):  # not Linux: the process's priority
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICE)
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: bool(self._pending))
-                first = time.monotonic()
-                while (time.monotonic() - self._last < QUIET
-                       and time.monotonic() - first < MAX_DELAY):
-                    self._cond.wait(QUIET)
-                namespace_id = self._pending.pop()
-                self._busy = True
-            try:
-                embed_pending(namespace_id=namespace_id)
-            except Exception:  # left pending: the next request or the sweep retries
-                log.exception("background embedding of namespace %s failed", namespace_id)
-            finally:
-                connection.close()  # this thread's own connection
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
-
-
-_embedder = _Embedder()
+#: The deferred embedder's thread (memory.background): a burst of commits is one batch.
+_embedder: KeyedQueue[int] = KeyedQueue(
+    "pmem-embedder", lambda namespace_id: embed_pending(namespace_id=namespace_id),
+    quiet=QUIET, max_delay=MAX_DELAY, nice=BACKGROUND_NICE)
 
 
 def embeddings_wait(timeout: float | None = None) -> bool:

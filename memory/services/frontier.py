@@ -15,18 +15,19 @@ inserts into the index: it copies the stale cells' embeddings (the slow part, no
 then, in the same transaction, clears the flag of each cell it can lock at once
 (``SKIP LOCKED``: a commit holding the cell is never waited for) whose embedding still equals
 its copy, and deletes the other copies. So it can run beside the commits of its namespace —
-by default on a background thread of the process that commits (:class:`_Indexer`), which
+by default on a background thread of the process that commits (``_indexer``, a
+:class:`memory.background.KeyedQueue`), which
 puts the second core to work while the first commits.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import threading
 
 from django.conf import settings
 from django.db import connection, transaction
+
+from memory.background import KeyedQueue
 
 from .binding import bound_cursor
 from .embeddings import embed_after_commit, embed_pending_all
@@ -105,58 +106,16 @@ def frontier_flush(*, namespace_id: int, wait: bool = True) -> int:
             return total  # the rest is held by commits right now: the next flush takes it
 
 
-class _Indexer:
-    """A background thread that flushes namespaces on request, with its own connection.
-
-    The committing thread only asks (a set insert); the HNSW inserts run in another server
-    process meanwhile. Started lazily, and again in a forked child (Celery's prefork pool).
-    If the process dies, the cells simply stay stale until the next flush (reads stay exact).
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._pending: set[int] = set()
-        self._busy = False
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-
-    def request(self, namespace_id: int) -> None:
-        with self._cond:
-            self._pending.add(namespace_id)
-            if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
-                self._pid = os.getpid()
-                self._busy = False
-                self._thread = threading.Thread(target=self._run, name="pmem-frontier-indexer",
-                                                daemon=True)
-                self._thread.start()
-            self._cond.notify_all()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Until nothing is pending or being flushed; False on timeout."""
-        with self._cond:
-            return self._cond.wait_for(lambda: not self._pending and not self._busy, timeout)
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._cond.wait_for(lambda: bool(self._pending))
-                namespace_id = self._pending.pop()
-                self._busy = True
-            try:
-                cleared = frontier_flush(namespace_id=namespace_id, wait=False)
-                if cleared:
-                    log.info("background flush: %d cells of namespace %s indexed", cleared,
-                             namespace_id)
-            except Exception:  # the cells stay stale; the next request or sweep retries
-                log.exception("background flush of namespace %s failed", namespace_id)
-            finally:
-                connection.close()  # this thread's own connection
-                with self._cond:
-                    self._busy = False
-                    self._cond.notify_all()
+def _flush_in_background(namespace_id: int) -> None:
+    cleared = frontier_flush(namespace_id=namespace_id, wait=False)
+    if cleared:
+        log.info("background flush: %d cells of namespace %s indexed", cleared, namespace_id)
 
 
-_indexer = _Indexer()
+#: The background indexer (memory.background): the committing thread only asks (a set
+#: insert); the HNSW inserts run in another server process meanwhile. If the process dies,
+#: the cells simply stay stale until the next flush (reads stay exact).
+_indexer: KeyedQueue[int] = KeyedQueue("pmem-frontier-indexer", _flush_in_background)
 
 
 def frontier_flush_if_due(*, namespace_id: int, stale: int | None = None) -> int:
