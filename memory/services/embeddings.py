@@ -8,8 +8,8 @@ reinstating an older value, a key merged into another key's name, every head mov
 and embedded here, after the transaction: no model or embedding call ever sits inside one.
 
 Under a deferred embedder the committing process does it on a background thread
-(``_embedder``, a :class:`memory.background.KeyedQueue`), in batches, once per cell however often its head moved meanwhile, and the
-worker's periodic sweep catches up whatever a dead process left (:func:`embed_pending_all`).
+(``_embedder``, a :class:`memory.background.KeyedQueue`), in batches, once per cell however
+often its head moved meanwhile, and the worker's periodic sweep catches up whatever a dead process left (:func:`embed_pending_all`).
 Until then a moved cell ranks by its previous embedding (same key) and a new one by its words
 alone; the value a read shows is always the head's.
 """
