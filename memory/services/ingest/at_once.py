@@ -34,10 +34,10 @@ log = logging.getLogger("pmem.observations")
 
 
 def ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, Any]] | None,
-                    source: str, observed_at: datetime | None, actor: str,
-                    hand_on: Callable[[int], None], idempotency_key: str | None = None,
-                    messages: list[dict[str, Any]] | None = None,
-                    extract: bool = False) -> Evidence | None:
+                   source: str, observed_at: datetime | None, actor: str,
+                   hand_on: Callable[[int], None], idempotency_key: str | None = None,
+                   messages: list[dict[str, Any]] | None = None,
+                   extract: bool = False) -> Evidence | None:
     """:func:`observation_ingest` in one transaction, or None when it cannot be (a model is
     configured, another drainer holds the namespace, an earlier observation is unsettled,
     the idempotency key was used, or the transaction failed: nothing of it was kept)."""
@@ -67,7 +67,7 @@ def ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, Any
 
         try:
             out, received = retrying("an observation recorded and committed at once",
-                                      record_and_commit)
+                                     record_and_commit)
         except _Behind:
             return None  # earlier observations commit first, in seq order
         except Exception:

@@ -47,7 +47,7 @@ def commit_prepared(prepared: list[Prepared]) -> dict[int, list[Applied]]:
     first = prepared[0].evidence
     with metrics.timed(metrics.COMMIT_SECONDS):
         out, received = retrying(f"{len(prepared)} observation(s) from seq {first.seq}",
-                                  lambda: commit_transaction(prepared))
+                                 lambda: commit_transaction(prepared))
     count_committed(received)
     for p in prepared:
         if out.get(p.evidence.pk):
@@ -64,7 +64,7 @@ def count_committed(received: list[datetime]) -> None:
 
 
 def commit_transaction(prepared: list[Prepared], *, recorded: bool = False,
-                        ) -> tuple[dict[int, list[Applied]], list[datetime]]:
+                       ) -> tuple[dict[int, list[Applied]], list[datetime]]:
     """The transaction of :func:`commit_prepared`: the operations by evidence id, and when each
     observation it committed was received. ``recorded``: the caller inserted these evidence
     rows, already committed (:func:`insert_settled`), in its own open transaction, which

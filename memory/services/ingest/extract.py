@@ -81,8 +81,8 @@ class FactsRefused(ModelError):
     reason = "refused"
 
 
-def extraction(evidence: Evidence, ahead: Sequence[Ahead] = ()) -> tuple[dict[str, Any],
-                                                                      ModelError | None]:
+def extraction(evidence: Evidence, ahead: Sequence[Ahead] = (),
+               ) -> tuple[dict[str, Any], ModelError | None]:
     """:func:`extract_facts`, and the model's failure when its extraction failed. ``ahead``:
     earlier observations' plans not committed yet, whose heads extraction is shown."""
     failure: ModelError | None = None
