@@ -20,14 +20,14 @@ from memory.domain.readmodes import ANSWER_MODE_NAMES, ITERATIVE, READ_MODE_SPEC
 from memory.llm import pruning
 from memory.llm.client import ModelClient, client_from_settings
 from memory.llm.readout import AnswerResult, answer, lookup_step
-from memory.selectors import (
+from memory.selectors.evidence import evidence_read
+from memory.selectors.recall import frontier_hybrid_read
+from memory.selectors.search import (
     FRONTIER_HEADER,
     RAW_HEADER,
     ReadResult,
     evidence_for_pruning,
     evidence_line,
-    evidence_read,
-    frontier_hybrid_read,
     frontier_read,
     frontier_read_as_of,
     raw_read,

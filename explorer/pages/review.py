@@ -17,16 +17,14 @@ from explorer.http import actor, id_param, is_htmx, page_context, same_origin_pa
 from explorer.pages.cell import panel_response
 from explorer.pages.outcome import undo_words
 from memory.domain import InvalidOperation
-from memory.selectors import (
+from memory.selectors.frontier import QUEUE_ORDERS, contested_cells, open_contests
+from memory.selectors.log import (
     changes_since,
     closed_contests,
-    contested_cells,
     last_operation_id,
-    open_contests,
     operation_key,
     undo_offer,
 )
-from memory.selectors.frontier import QUEUE_ORDERS
 from memory.selectors.undone import is_undone
 from memory.services import CellNotFound, operation_apply, operation_undo
 

@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from memory.domain.scopes import Scope, scope_allows
 from memory.llm.embedding import embedder_id
 from memory.models import ApiToken, Membership, Namespace
-from memory.selectors import expiry_checked
+from memory.selectors.fresh import expiry_checked
 from memory.services import (
     TokenRejected,
     name_check,

@@ -14,17 +14,11 @@ from rest_framework.response import Response
 
 from memory.domain import CellStatus
 from memory.domain.instants import parse_instant
-from memory.selectors import (
-    cell_as_of,
-    cells_page,
-    frontier_as_of,
-    graph_window,
-    history_page,
-    status_timeline,
-)
-from memory.selectors.graph import WINDOW_DEFAULT, WINDOW_MAX
-from memory.selectors.history import HISTORY_DEFAULT, HISTORY_MAX, SEARCH_COUNT_CAP
-from memory.selectors.timeline import BUCKETS_DEFAULT, BUCKETS_MAX
+from memory.selectors.cells import cell_as_of, cells_page
+from memory.selectors.frontier import frontier_as_of
+from memory.selectors.graph import WINDOW_DEFAULT, WINDOW_MAX, graph_window
+from memory.selectors.history import HISTORY_DEFAULT, HISTORY_MAX, SEARCH_COUNT_CAP, history_page
+from memory.selectors.timeline import BUCKETS_DEFAULT, BUCKETS_MAX, status_timeline
 from memory.services import cell_erase, operation_apply
 from memory.services.ordinals import UnknownOrdinal, version_reference
 from memory.tasks import enqueue_erase_followup

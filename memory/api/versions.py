@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from memory.selectors import version_details
+from memory.selectors.versions import version_details
 
 
 def _version_id(obj: dict[str, Any]) -> int | None:

@@ -17,16 +17,11 @@ from memory import reads
 from memory.domain import LOG_TYPES, SETTLED_STATES
 from memory.domain.instants import parse_instant
 from memory.llm.client import client_from_settings
-from memory.selectors import (
-    ReadResult,
-    frontier_hybrid_read,
-    frontier_read_as_of,
-    frontier_read_filtered,
-    observation_detail,
-    observation_when_settled,
-    operations_page,
-    with_min_score,
-)
+from memory.selectors.filtered import frontier_read_filtered, with_min_score
+from memory.selectors.log import operations_page
+from memory.selectors.observations import observation_detail, observation_when_settled
+from memory.selectors.recall import frontier_hybrid_read
+from memory.selectors.search import ReadResult, frontier_read_as_of
 from memory.services import (
     observation_commit_at_once,
     observation_record,
