@@ -23,6 +23,7 @@ from memory.services import cell_erase, operation_apply
 from memory.services.ordinals import UnknownOrdinal, version_reference
 from memory.tasks import enqueue_erase_followup
 
+from . import graph_outputs as g
 from . import outputs as o
 from . import serializers as s
 from . import versions
@@ -139,7 +140,7 @@ class CellGraphView(NamespaceView):
     scopes = {"GET": ReadScope}
 
     @extend_schema(
-        responses={**REFUSALS, 200: o.GraphOut}, operation_id="cell_graph",
+        responses={**REFUSALS, 200: g.GraphOut}, operation_id="cell_graph",
         summary="A window of the cell's provenance graph (around a version, as of a time)",
         parameters=[OpenApiParameter("around", int, description="a version id (default the head)"),
                     OpenApiParameter("limit", int, description="versions (default 40, max 500)"),
@@ -155,7 +156,7 @@ class CellGraphView(NamespaceView):
             if node["kind"] == "evidence":
                 node["observation_url"] = request.build_absolute_uri(
                     reverse("api-observation", args=[ns, node["observation"]]))
-        body = o.GraphOut.render(graph)
+        body = g.GraphOut.render(graph)
         versions.attach_graph(body)
         return Response(body)
 
@@ -206,7 +207,7 @@ class CellTimelineView(NamespaceView):
 class CellOperationsView(NamespaceView):
     scopes = {"POST": ReviewScope}
 
-    @extend_schema(request=s.CellOpIn, responses={**REFUSALS, 201: o.CellOpOut, 409: o.ErrorOut},
+    @extend_schema(request=s.CellOpIn, responses={**REFUSALS, 201: g.CellOpOut, 409: o.ErrorOut},
                    summary="Apply a typed operation to a cell (409 when invalid in its state)",
                    operation_id="cell_operation_create")
     def post(self, request: Request, ns: str, key: str) -> Response:
@@ -231,7 +232,7 @@ class CellOperationsView(NamespaceView):
             explicit=True, metadata=v.get("metadata"),
         )
         cell = cell_as_of(namespace, applied.cell.key, None) if applied.cell else None
-        body = o.CellOpOut.render({"operation": applied.operation, "cell": cell})
+        body = g.CellOpOut.render({"operation": applied.operation, "cell": cell})
         versions.attach(references=[body["operation"]])
         if body["cell"] is not None:
             versions.attach_cells([body["cell"]])

@@ -29,6 +29,7 @@ from memory.services import (
 )
 from memory.tasks import queue_drain, queue_observation
 
+from . import graph_outputs as g
 from . import outputs as o
 from . import serializers as s
 from . import versions
@@ -155,7 +156,7 @@ class OperationsView(NamespaceView):
     scopes = {"GET": ReadScope}
 
     @extend_schema(
-        responses={**REFUSALS, 200: o.OperationListOut},
+        responses={**REFUSALS, 200: g.OperationListOut},
         summary="The operation log, newest first", operation_id="operations_list",
         parameters=[OpenApiParameter("key", str, description="exactly this key"),
                     OpenApiParameter("key_contains", str,
@@ -176,7 +177,7 @@ class OperationsView(NamespaceView):
             namespace=namespace, key=params.get("key"), actor=params.get("actor"),
             key_contains=params.get("key_contains"), op=op, source=params.get("source"),
             before=operation_before(params), limit=limit)
-        body = o.OperationListOut.render({
+        body = g.OperationListOut.render({
             "results": rows, "next": next_url(request, before=rows[-1].id) if more else None})
         versions.attach(references=body["results"])
         return Response(body)
