@@ -69,7 +69,7 @@ def undo(request: HttpRequest, ns: str, operation_id: int) -> HttpResponse:
 def review(request: HttpRequest, ns: str) -> HttpResponse:
     """Open contests with their competing values inline, resolved from here one or many at a
     time, each with its own reason; and the contests later writes closed since the reviewer
-    last looked (decision 63). A refused resolve keeps what was typed and says what changed."""
+    last looked (so a closed contest is not silently gone). A refused resolve keeps what was typed and says what changed."""
     access = namespace_access(request.user, ns)
     seen_key = SEEN_KEY.format(ns=access.namespace.pk)
     seen = int(request.session.get(seen_key, 0) or 0)

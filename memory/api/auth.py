@@ -83,8 +83,8 @@ class NamespaceTokenAuthentication(authentication.BaseAuthentication):
 
 
 #: The channels a token's request may declare in ``X-Pmem-Channel``: the prefix of the actor
-#: signed on what it writes (``mcp:<client>`` for the MCP server, docs/decisions.md "The MCP
-#: server signs its writes mcp:<client>"). A label, not a privilege: the namespace, the client
+#: signed on what it writes (``mcp:<client>`` for the MCP server: the log says which door a write came
+#: through). A label, not a privilege: the namespace, the client
 #: name and what the token may do stay the token's.
 CHANNELS = ("api", "mcp")
 

@@ -35,7 +35,7 @@ class VersionNodeOut(Out):
 
 
 class EvidenceNodeOut(Out):
-    """An observation: the head of its text; the whole is at ``observation_url`` (decision 21)."""
+    """An observation: the head of its text; the whole is at ``observation_url``."""
 
     id = serializers.CharField()
     kind = serializers.ChoiceField(choices=["evidence"])

@@ -52,7 +52,7 @@ SNIPPET_SOURCE_CHARS = 400
 #: Aliases the explorer's cell head lists (a key with more shows these).
 HEAD_ALIASES = 20
 #: The columns a cell row holds that no read here shows: its vectors stay in the database
-#: (decision 21).
+#: (a page of cells would otherwise carry kilobytes of floats per row).
 VECTOR_COLUMNS = ("embedding", "key_embedding", "embedded_text", "terms")
 
 _HEAD_IN = ", ".join(f"'{s}'" for s in sorted(HEAD_STATUSES))
@@ -318,7 +318,7 @@ def cell_head(cell: Cell, as_of: datetime | None = None) -> CellHead:
 def cells_list(*, namespace: Namespace, status: str | None = None,
                search: str | None = None) -> QuerySet[Cell]:
     """Cells of a namespace with their heads, newest change first; filter by cell status.
-    A page of cells shows no vectors: they stay in the database (decision 21)."""
+    A page of cells shows no vectors: they stay in the database."""
     qs = Cell.objects.filter(namespace=namespace).select_related("head").defer(
         *VECTOR_COLUMNS)
     if status == CellStatus.EMPTY:

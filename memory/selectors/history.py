@@ -1,4 +1,4 @@
-"""A key's versions, page by page, now or as of a past time (SPEC §9, §10; decisions 50-53).
+"""A key's versions, page by page, now or as of a past time (SPEC §9, §10).
 
 Everything here costs the same number of statements, with the same plans, whether a key holds
 a hundred versions or a million: pages are keysets on ``(cell, ordinal)``

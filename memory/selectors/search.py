@@ -222,7 +222,7 @@ def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
                                 and e.status != Status.ALTERNATIVE]
     if ids and "support" in disclose:
         # The newest three non-empty texts per head, cut in SQL: a head with thousands of
-        # support edges costs three short strings, not every supporting text (decision 21).
+        # support edges costs three short strings, not every supporting text.
         heads = {c.head_id: c.pk for c in cells}
         newest = (SupportEdge.objects.filter(version_id__in=list(heads), evidence__isnull=False)
                   .exclude(evidence__text="")
@@ -243,14 +243,14 @@ def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
 
 def evidence_line(e: Evidence) -> str:
     """An observation on one line, as the raw reads show it. The facts are read only when there
-    is no text (a deferred column is loaded on access: decision 21)."""
+    is no text (a deferred column is loaded on access, one statement per row)."""
     facts = None if e.text.strip() else e.facts
     return " ".join(evidence_text(e.text, facts).split())
 
 
 def _load_facts_of_textless(rows: Sequence[Evidence]) -> None:
     """A raw line is the text, else the facts (``evidence_text``): load the facts of the rows
-    without text, and only theirs (decision 21)."""
+    without text, and only theirs, in one statement."""
     textless = [e for e in rows if not e.text.strip()]
     if textless:
         facts = dict(Evidence.objects.filter(pk__in=[e.pk for e in textless])
@@ -290,7 +290,7 @@ def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = F
 
 def evidence_for_pruning(ids: list[int]) -> dict[int, Evidence]:
     """The observations a raw read returned, with their embeddings and dates (the pruned
-    read compares them pairwise); the facts only of those without text (decision 21)."""
+    read compares them pairwise); the facts only of those without text."""
     rows = Evidence.objects.defer("extracted", "facts").in_bulk(ids)
     _load_facts_of_textless(list(rows.values()))
     return rows

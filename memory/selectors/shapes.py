@@ -2,7 +2,7 @@
 from its head, and an observation as graphs, lists and a version's provenance show it.
 
 A graph node, a list row or a provenance entry carries the head of an observation's text, never
-its facts, its extraction or its embedding: the whole is one link away (decision 21). Copied
+its facts, its extraction or its embedding: the whole is one link away. Copied
 whole into every node, one observation of 500 facts on one key makes a 3.4 GB graph.
 """
 
