@@ -17,11 +17,9 @@ from memory import reads
 from memory.domain import LOG_TYPES, SETTLED_STATES
 from memory.domain.instants import parse_instant
 from memory.llm.client import client_from_settings
-from memory.selectors.filtered import frontier_read_filtered, with_min_score
 from memory.selectors.log import operations_page
 from memory.selectors.observations import observation_detail, observation_when_settled
-from memory.selectors.recall import frontier_hybrid_read
-from memory.selectors.search import ReadResult, frontier_read_as_of
+from memory.selectors.search import ReadResult
 from memory.services import (
     observation_commit_at_once,
     observation_record,
@@ -205,24 +203,10 @@ class ReadView(NamespaceView):
 def read_for(namespace: Any, v: dict[str, Any]) -> ReadResult:
     """A read as asked: in its mode, narrowed by a metadata ``filter`` (frontier modes), cut
     at ``min_score``."""
-    as_of = parse_instant(v.get("as_of"), field="as_of")
-    if v.get("filter"):
-        k = v.get("k") or reads.READ_MODES[v["mode"]].default_k
-        if as_of is not None:
-            result = frontier_read_as_of(namespace=namespace, query=v["query"], as_of=as_of,
-                                         k=k, disclose=v["disclose"], metadata=v["filter"])
-        elif v["mode"] == "frontier_cosine":
-            result = frontier_read_filtered(namespace=namespace, query=v["query"],
-                                            metadata=v["filter"], k=k, disclose=v["disclose"])
-        else:  # scored as the unfiltered frontier read: one min_score scale
-            result = frontier_hybrid_read(namespace=namespace, query=v["query"], k=k,
-                                          disclose=v["disclose"], metadata=v["filter"])
-    else:
-        result = reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
-                            disclose=v["disclose"], gate=v["gate"], as_of=as_of)
-    if v.get("min_score") is not None:
-        result = with_min_score(result, v["min_score"])
-    return result
+    return reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
+                      disclose=v["disclose"], gate=v["gate"],
+                      as_of=parse_instant(v.get("as_of"), field="as_of"),
+                      metadata=v.get("filter"), min_score=v.get("min_score"))
 
 
 class AnswerView(NamespaceView):
