@@ -6,7 +6,7 @@ each (the number kept as it was: decisions are cited by number, so one is never 
 rewrites ``docs/decisions/README.md`` (the index, from every file there, old and new) and
 leaves ``docs/decisions.md`` a short pointer to it. Rerunning it is safe: an entry added to
 ``docs/decisions.md`` since (by a branch written before the split) becomes its own file, and an
-entry already split is written again from the list only when the list still holds it.
+entry whose file exists is left as the file says (``--rewrite`` writes it again from the list).
 
 A decision that replaces an earlier one says so in its text (``Supersedes decision N``, or
 ``supersedes N``); the earlier file is then marked ``Superseded by NNNN`` — a decision file
@@ -108,24 +108,30 @@ def linked(body: str, names: dict[int, str]) -> str:
     return CITED.sub(link, body)
 
 
-def write(decisions: list[Decision]) -> None:
+def write(decisions: list[Decision], *, rewrite: bool = False) -> int:
     FOLDER.mkdir(exist_ok=True)
     files = existing()
-    for d in decisions:  # a number written again with a new title: one file, the new name
+    for d in decisions:
         old = files.get(d.number)
-        if old is not None and old.name != d.name:
+        if old is None:
+            files[d.number] = FOLDER / d.name
+        elif rewrite and old.name != d.name:  # written again with a new title: the new name
             old.unlink()
-        files[d.number] = FOLDER / d.name
+            files[d.number] = FOLDER / d.name
     names = {n: p.name for n, p in files.items()}
     superseded = {int(m.group(1)): d.number for d in decisions
-                  for m in SUPERSEDES.finditer(d.body)}
+                  for m in SUPERSEDES.finditer(d.body) if int(m.group(1)) != d.number}
+    written = 0
     for d in decisions:
-        status = "Accepted"
         path = files[d.number]
+        if path.exists() and not rewrite:  # split already: the file is the decision now
+            continue
+        written += 1
+        status = "Accepted"
         if path.exists():  # a mark a later decision left stays
             kept = STATUS.search(path.read_text())
             status = kept.group(1) if kept else status
-        (FOLDER / d.name).write_text(
+        path.write_text(
             f"# {d.number}. {d.title}\n\nStatus: {status}\n\n{linked(d.body, names)}\n")
     for old, new in superseded.items():
         path = files.get(old)
@@ -135,6 +141,7 @@ def write(decisions: list[Decision]) -> None:
             path.write_text(STATUS.sub(f"Status: {mark}", text, count=1))
     index()
     SOURCE.write_text(POINTER)
+    return written
 
 
 def index() -> None:
@@ -150,6 +157,8 @@ def index() -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rewrite", action="store_true",
+                        help="write again the files of entries split before (their edits lost)")
     parser.add_argument("--check", action="store_true",
                         help="exit 1 when docs/decisions.md still holds entries not split")
     args = parser.parse_args()
@@ -165,8 +174,8 @@ def main() -> int:
     if twice:
         print(f"numbered twice in docs/decisions.md: {twice}", file=sys.stderr)
         return 1
-    write(decisions)
-    print(f"{len(decisions)} decisions written under {FOLDER.relative_to(ROOT)}/")
+    written = write(decisions, rewrite=args.rewrite)
+    print(f"{written} of {len(decisions)} decisions written under {FOLDER.relative_to(ROOT)}/")
     return 0
 
 

@@ -30,7 +30,6 @@ from memory.tasks import queue_drain, queue_observation
 from . import graph_outputs as g
 from . import outputs as o
 from . import serializers as s
-from . import versions
 from .auth import TokenClient
 from .base import NamespaceView, ScopedView
 from .observing import observation_asked
@@ -175,10 +174,8 @@ class OperationsView(NamespaceView):
             namespace=namespace, key=params.get("key"), actor=params.get("actor"),
             key_contains=params.get("key_contains"), op=op, source=params.get("source"),
             before=operation_before(params), limit=limit)
-        body = g.OperationListOut.render({
-            "results": rows, "next": next_url(request, before=rows[-1].id) if more else None})
-        versions.attach(references=body["results"])
-        return Response(body)
+        return Response(g.OperationListOut.render({
+            "results": rows, "next": next_url(request, before=rows[-1].id) if more else None}))
 
 
 # --- reads -------------------------------------------------------------------------------------
@@ -194,10 +191,7 @@ class ReadView(NamespaceView):
         namespace = self.namespace(request, ns)
         data = s.ReadIn(data=request.data)
         data.is_valid(raise_exception=True)
-        body = o.ReadOut.render(read_for(namespace, data.validated_data))
-        if reads.READ_MODES[body["mode"]].spec.reads_cells:  # items name cells' versions
-            versions.attach(body["items"])
-        return Response(body)
+        return Response(o.ReadOut.render(read_for(namespace, data.validated_data)))
 
 
 def read_for(namespace: Any, v: dict[str, Any]) -> ReadResult:

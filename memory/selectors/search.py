@@ -33,7 +33,7 @@ from memory.services.embeddings import embed_before_read, namespace_embedder_che
 from .cells import SNIPPET_SOURCE_CHARS, VECTOR_COLUMNS, cell_summary
 from .history import alternatives as history_alternatives
 from .history import first_pages
-from .shapes import cell_status
+from .shapes import cell_status, stored_json
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,8 @@ DISCLOSED_HISTORY = 50
 # As of T, cells are ranked by their key's embedding (a key's name does not change over time;
 # the ``key: value`` embeddings are of the present values) among the cells that had a head at T.
 _FRONTIER_AS_OF_SQL = f"""
-SELECT c.id, c.key, h.version_id, h.status, v.value, d.d FROM (
+SELECT c.id, c.key, h.version_id, h.status, v.value, d.d, v.ordinal, v.metadata, v.expires_at
+  FROM (
     SELECT c.id, c.key_embedding <=> %(q)s::vector AS d FROM memory_cell c
      WHERE c.namespace_id = %(ns)s AND c.key_embedding IS NOT NULL) AS d
   JOIN memory_cell c ON c.id = d.id
@@ -183,7 +184,7 @@ def frontier_read_as_of(*, namespace: Namespace, query: str, as_of: datetime, k:
         cur.execute(_FRONTIER_AS_OF_SQL.format(metadata=condition), params)
         rows = cur.fetchall()
     texts, items = [], []
-    for cell_id, key, version, status, value, distance in rows:
+    for cell_id, key, version, status, value, distance, ordinal, metadata, expires_at in rows:
         alts: tuple[str, ...] = ()
         if "alternatives" in wanted and status == Status.CONTESTED:
             cell = Cell(pk=cell_id, namespace=namespace, key=key)
@@ -192,7 +193,8 @@ def frontier_read_as_of(*, namespace: Namespace, query: str, as_of: datetime, k:
                         support=0, alternatives=alts)
         texts.append(text)
         items.append({"key": key, "value": value, "status": text.status, "version": version,
-                      "score": round(1 - float(distance), 4),
+                      "ordinal": ordinal, "metadata": stored_json(metadata),
+                      "expires_at": expires_at, "score": round(1 - float(distance), 4),
                       "line": render_cell(text, ["alternatives"] if alts else [])})
     shown = [d for d in wanted if d == "alternatives"]
     context = render_context(texts, shown, header=FRONTIER_HEADER)
