@@ -1,6 +1,6 @@
 """The cell page's two drawings, each one bounded JSON request: a window of the provenance
-graph (:func:`memory.selectors.graph_window`, with the links the page adds to it) and the
-timeline of the whole history in time buckets (:func:`memory.selectors.status_timeline`, every
+graph (:func:`memory.selectors.graph.graph_window`, with the links the page adds to it) and the
+timeline of the whole history in time buckets (:func:`memory.selectors.timeline.status_timeline`, every
 bucket present so that time stays linear along the bar)."""
 
 from __future__ import annotations
