@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memory.selectors import cell_detail, raw_read, versions_with_value
+from memory.selectors.cells import cell_detail, versions_with_value
+from memory.selectors.search import raw_read
 from memory.services import ExtractionFailed, namespace_create, observation_ingest
 
 from .scenarios.common import Event, location_key

@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from memory.domain import normalize_value
-from memory.selectors import cells_list
+from memory.selectors.cells import cells_list
 
 from .scenarios import factconsolidation
 

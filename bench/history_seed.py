@@ -62,7 +62,7 @@ DROP TABLE seed;
 def without_fk_triggers(cur: Any) -> Iterator[None]:
     """The rows written here are consistent by construction: skip the row-by-row foreign-key
     checks when the role may (a million deferred checks take minutes at commit), as the erase
-    does (decision 44)."""
+    does."""
     try:
         with transaction.atomic():
             cur.execute("SET LOCAL session_replication_role = replica")

@@ -34,8 +34,8 @@ from memory.domain.ranking import RRF_K  # noqa: E402
 from memory.llm.embedding import embedder_id  # noqa: E402
 from memory.models import Cell, Evidence, Namespace  # noqa: E402
 from memory.reads import read  # noqa: E402
-from memory.selectors import evidence_read, query_vector  # noqa: E402
-from memory.selectors.evidence import evidence_candidates  # noqa: E402
+from memory.selectors.evidence import evidence_candidates, evidence_read  # noqa: E402
+from memory.selectors.search import query_vector  # noqa: E402
 from memory.services import namespace_create, observations_ingest  # noqa: E402
 from memory.services.embeddings import embeddings_wait  # noqa: E402
 

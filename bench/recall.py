@@ -34,7 +34,8 @@ from django.test import override_settings
 
 from memory.llm.embedding import embedder_from_settings
 from memory.models import Cell, Evidence, Namespace
-from memory.selectors import ReadResult, frontier_hybrid_read, frontier_read
+from memory.selectors.recall import frontier_hybrid_read
+from memory.selectors.search import ReadResult, frontier_read
 from memory.services import namespace_create, observation_ingest, token_create
 from memory.services.embeddings import embeddings_wait
 from memory.services.frontier import frontier_flush_wait

@@ -12,7 +12,7 @@ Django process, to tell the exporter's own from the interpreter's. ``--scale sma
 10,000 versions and 100,000 operations.
 
 The seeded rows carry no vectors (the commit's would), so these imports embed nothing but each
-key's name; the cost of embedding observations again is the embedder's (decision 75).
+key's name; the cost of embedding observations again is the embedder's.
 
 Run it on a data directory of its own: ``pg_dump`` takes the whole database, so anything else
 in it is dumped too (the report says how many rows the database held). Writes

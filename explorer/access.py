@@ -15,7 +15,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from memory.domain import SUPERUSER, may_act, may_manage
-from memory.selectors import expiry_checked, member_role, namespace_named
+from memory.selectors.access import member_role, namespace_named
+from memory.selectors.fresh import expiry_checked
 
 if TYPE_CHECKING:  # the explorer reads through memory.selectors; the model is a type here
     from memory.models import Namespace

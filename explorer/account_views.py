@@ -40,7 +40,7 @@ def _reset_only(view: View) -> View:
 
 def _counted(request: HttpRequest) -> bool:
     """Count this request for a reset link; True when the address or the email address asked
-    for is over the limit. An unreachable cache lets it through, logged (decision 28: a limit
+    for is over the limit. An unreachable cache lets it through, logged (a limit
     must not turn a Redis outage into errors)."""
     email = (request.POST.get("email") or "").strip().casefold()
     keys = [f"pmem-reset:addr:{client_ip(request) or '-'}",

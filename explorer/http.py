@@ -16,7 +16,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from explorer.access import Access
 from memory.domain import BIGINT_MAX, BadParameter
 from memory.domain.instants import parse_instant, zone_named
-from memory.selectors import live_fingerprint
+from memory.selectors.log import live_fingerprint
 
 View = TypeVar("View", bound=Callable[..., HttpResponse])
 

@@ -20,14 +20,15 @@ from memory.domain.readmodes import ANSWER_MODE_NAMES, ITERATIVE, READ_MODE_SPEC
 from memory.llm import pruning
 from memory.llm.client import ModelClient, client_from_settings
 from memory.llm.readout import AnswerResult, answer, lookup_step
-from memory.selectors import (
+from memory.selectors.evidence import evidence_read
+from memory.selectors.filtered import frontier_read_filtered, with_min_score
+from memory.selectors.recall import frontier_hybrid_read
+from memory.selectors.search import (
     FRONTIER_HEADER,
     RAW_HEADER,
     ReadResult,
     evidence_for_pruning,
     evidence_line,
-    evidence_read,
-    frontier_hybrid_read,
     frontier_read,
     frontier_read_as_of,
     raw_read,
@@ -37,7 +38,8 @@ from memory.selectors import (
 @dataclass(frozen=True)
 class ReadMode:
     """A read mode: what it is (:class:`memory.domain.readmodes.ReadModeSpec`) and the function
-    that reads, ``(namespace=, query=, k=, disclose=, gate=, as_of=) -> ReadResult``."""
+    that reads, ``(namespace=, query=, k=, disclose=, gate=, as_of=) -> ReadResult``; a mode
+    that reads cells also takes ``metadata=``, the facts' filter."""
 
     spec: ReadModeSpec
     read: Callable[..., ReadResult]
@@ -68,19 +70,29 @@ class ReadMode:
 
 
 def _frontier(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
-              gate: bool, as_of: datetime | None) -> ReadResult:
+              gate: bool, as_of: datetime | None,
+              metadata: dict[str, Any] | None = None) -> ReadResult:
     if as_of is not None:
         return frontier_read_as_of(namespace=namespace, query=query, k=k, disclose=disclose,
-                                   as_of=as_of)
-    return frontier_hybrid_read(namespace=namespace, query=query, k=k, disclose=disclose)
+                                   as_of=as_of, metadata=metadata or None)
+    # Filtered or not, scored as the hybrid read: one min_score scale.
+    return frontier_hybrid_read(namespace=namespace, query=query, k=k, disclose=disclose,
+                                metadata=metadata or None)
 
 
 def _frontier_cosine(*, namespace: Any, query: str, k: int, disclose: Iterable[str],
-                     gate: bool, as_of: datetime | None = None) -> ReadResult:
+                     gate: bool, as_of: datetime | None = None,
+                     metadata: dict[str, Any] | None = None) -> ReadResult:
     if as_of is not None:  # the past is ranked by cosine in either mode
+        if metadata:
+            return frontier_read_as_of(namespace=namespace, query=query, k=k,
+                                       disclose=disclose, as_of=as_of, metadata=metadata)
         return replace(frontier_read_as_of(namespace=namespace, query=query, k=k,
                                            disclose=disclose, as_of=as_of),
                        mode="frontier_cosine")
+    if metadata:
+        return frontier_read_filtered(namespace=namespace, query=query, metadata=metadata, k=k,
+                                      disclose=disclose)
     return frontier_read(namespace=namespace, query=query, k=k, disclose=disclose)
 
 
@@ -115,13 +127,17 @@ ANSWER_MODES: tuple[str, ...] = ANSWER_MODE_NAMES
 
 
 def read(mode: str, *, namespace: Any, query: str, k: int | None = None,
-         disclose: Iterable[str] = (), gate: bool = False,
-         as_of: datetime | None = None) -> ReadResult:
+         disclose: Iterable[str] = (), gate: bool = False, as_of: datetime | None = None,
+         metadata: dict[str, Any] | None = None, min_score: float | None = None) -> ReadResult:
     """Read ``namespace`` for ``query`` in ``mode`` (a key of :data:`READ_MODES`), now or as
-    memory was at ``as_of`` (SPEC §9)."""
+    memory was at ``as_of`` (SPEC §9); ``metadata``: only the facts whose current version's
+    metadata holds each entry (a mode that reads cells: the others take none); ``min_score``:
+    without the items scored below it."""
     entry = READ_MODES[mode]
-    return entry.read(namespace=namespace, query=query, k=k or entry.default_k,
-                      disclose=tuple(disclose), gate=gate, as_of=as_of)
+    narrowed = {"metadata": metadata} if metadata else {}
+    result = entry.read(namespace=namespace, query=query, k=k or entry.default_k,
+                        disclose=tuple(disclose), gate=gate, as_of=as_of, **narrowed)
+    return result if min_score is None else with_min_score(result, min_score)
 
 
 def pruned_read(*, namespace: Any, query: str, k: int = 12, gate: bool = False,

@@ -5,7 +5,7 @@ Authentication is the API's own: ``Authorization: Bearer <api token>`` is checke
 ``GET /api/v1/whoami/`` before the MCP session sees the request (the SDK's bearer-auth
 middleware refuses a missing or unknown token with 401, so no tool runs), and every tool
 forwards the same token to the API, declaring the channel ``mcp`` so that the API signs the
-writes ``mcp:<client>`` (docs/decisions.md "The MCP server signs its writes mcp:<client>").
+writes ``mcp:<client>`` (the log says which door a write came through).
 The token's namespace is the memory the agent sees: the API answers for nothing else. An
 application token (one for every namespace of a prefix) names the namespace of the session in
 the header ``X-Pmem-Namespace``; the API refuses (404) one outside its prefix, as it refuses any

@@ -146,7 +146,8 @@ def main() -> int:
             local_model.append(_start_local_model())
         _manage("migrate", "--no-input", "-v", "0")
         # Namespaces whose vectors another embedder made (an older data directory, a changed
-        # PMEM_EMBEDDER) are re-embedded before anything serves them (docs/decisions.md).
+        # PMEM_EMBEDDER) are re-embedded before anything serves them (a cosine
+        # between two embedders' vectors ranks nothing).
         _manage("pmem_reembed")
         _manage("collectstatic", "--no-input", "-v", "0")
         token = _demo_credentials()

@@ -14,7 +14,7 @@ checkout first on ``sys.path``, so each serves the reads with its own code from 
 workers for every read, in ABBA order so that neither always goes first; a worker answers with
 the wall time of each call (Django's test client: routing, middleware, authentication, the
 view, rendering; no network) and the statements one call issued. The report is the median
-per read and side, the after/before ratio, and a plot.
+per read and side, and the 95th percentile, their after/before ratios, and a plot.
 """
 from __future__ import annotations
 
@@ -44,6 +44,7 @@ def reads(ns: str) -> dict[str, tuple[str, str, dict[str, Any] | None]]:
         "graph window (API)": ("get", f"{api}/cells/{LONG_KEY}/graph/", None),
         "frontier page (API)": ("get", f"{api}/cells/?limit=50", None),
         "read/ frontier (API)": ("post", f"{api}/read/", {"query": "entity 7 attr", "k": 12}),
+        "operations log (API)": ("get", f"{api}/operations/?limit=50", None),
         "explorer cell page": ("get", f"/ns/{ns}/cells/{LONG_KEY}/", None),
         "explorer graph window": ("get", f"/ns/{ns}/cells/{LONG_KEY}/graph/", None),
     }
@@ -197,13 +198,16 @@ def report(runs: dict[str, dict[str, list[dict[str, Any]]]], args: argparse.Name
         for side, answers in sides.items():
             times = [t for a in answers for t in a["times"]]
             row[f"{side} p50 ms"] = round(1000 * statistics.median(times), 3)
+            row[f"{side} p95 ms"] = round(1000 * statistics.quantiles(times, n=20)[-1], 3)
             row[f"{side} statements"] = sorted({a["statements"] for a in answers})
             row[f"{side} bytes"] = answers[-1]["bytes"]
         row["ratio"] = round(row["after p50 ms"] / row["before p50 ms"], 3)
+        row["p95 ratio"] = round(row["after p95 ms"] / row["before p95 ms"], 3)
         rows.append(row)
-        print(f"{read:26} before {row['before p50 ms']:8.2f} ms  after {row['after p50 ms']:8.2f}"
-              f" ms  ratio {row['ratio']:.3f}  statements {row['before statements']} → "
-              f"{row['after statements']}")
+        print(f"{read:26} p50 {row['before p50 ms']:7.2f} → {row['after p50 ms']:7.2f} ms"
+              f" ({row['ratio']:.3f})  p95 {row['before p95 ms']:7.2f} → "
+              f"{row['after p95 ms']:7.2f} ms ({row['p95 ratio']:.3f})  statements "
+              f"{row['before statements']} → {row['after statements']}")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"rounds": args.rounds, "calls": args.calls,
                                     "versions": args.versions, "cells": args.cells,
@@ -219,11 +223,17 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(8, 3.6))
     names = [r["read"] for r in rows]
-    ax.barh(names, [r["ratio"] for r in rows], color="#5b6472")
+    at = range(len(rows))
+    ax.barh([i - 0.2 for i in at], [r["ratio"] for r in rows], height=0.4, color="#5b6472",
+            label="median")
+    ax.barh([i + 0.2 for i in at], [r["p95 ratio"] for r in rows], height=0.4,
+            color="#a9b0bc", label="p95")
+    ax.set_yticks(list(at), names)
+    ax.legend(loc="lower right")
     ax.axvline(1.0, color="#1d2330", linewidth=1)
     for bound in (0.95, 1.05):
         ax.axvline(bound, color="#b35900", linewidth=1, linestyle="--")
-    ax.set_xlabel("after / before, median latency (dashed: ±5 %)")
+    ax.set_xlabel("after / before, latency (dashed: ±5 %)")
     ax.invert_yaxis()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

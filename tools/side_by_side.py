@@ -17,7 +17,8 @@ django.setup()
 from django.db import connection  # noqa: E402
 
 import memory  # noqa: E402
-from memory.selectors import cell_detail, cell_value, frontier_read  # noqa: E402
+from memory.selectors.cells import cell_detail, cell_value  # noqa: E402
+from memory.selectors.search import frontier_read  # noqa: E402
 from memory.services import namespace_create, observation_ingest, observations_ingest  # noqa: E402
 from memory.services.frontier import frontier_flush, frontier_flush_wait  # noqa: E402
 

@@ -13,7 +13,7 @@ from django.db import connection, transaction
 
 from bench.scenarios import factconsolidation as fc
 from memory.llm.embedding import HashingEmbedder
-from memory.selectors import FRONTIER_EF_SEARCH
+from memory.selectors.search import FRONTIER_EF_SEARCH
 
 from .common import (
     EF_SEARCH,

@@ -1,5 +1,5 @@
 """``pmem_bench perf``, section *graph memory*: peak RSS of a gunicorn worker serving one cell's
-graph (decision 21).
+graph: it holds each observation's head once, never its whole text in every node.
 
 The probe that found it: one observation of 500 facts on one key, each value 1.9 KB (a 962 KB
 body, under the limit), then ``GET .../cells/blob/graph/`` — 3.36 GB in the web worker, and a

@@ -10,7 +10,8 @@ from typing import Any
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 
-from memory.selectors import cell_detail, cell_value, frontier_read
+from memory.selectors.cells import cell_detail, cell_value
+from memory.selectors.search import frontier_read
 from memory.services import observation_ingest
 
 from .common import (

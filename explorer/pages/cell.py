@@ -31,25 +31,20 @@ from explorer.http import (
 from explorer.pages.outcome import preview_text
 from explorer.templatetags.explorer_tags import utc_text
 from memory.domain import RESTORABLE_STATUSES, BadParameter, Status
-from memory.selectors import (
-    Steps,
-    cell_head,
-    cell_lookup,
-    history_page,
-    in_flight,
-    last_operation_id,
-    op_steps,
-    resolve_jump,
+from memory.selectors.cells import cell_head, cell_lookup
+from memory.selectors.graph import WINDOW_DEFAULT
+from memory.selectors.history import HISTORY_DEFAULT, history_page, version_status_at
+from memory.selectors.log import last_operation_id
+from memory.selectors.observations import in_flight
+from memory.selectors.restores import merge_restorable, restore_notes
+from memory.selectors.timeline import Steps, op_steps, resolve_jump
+from memory.selectors.versions import (
     restorable_versions,
     retract_choices,
     retraction_notes,
     version_details,
     version_provenance,
-    version_status_at,
 )
-from memory.selectors.graph import WINDOW_DEFAULT
-from memory.selectors.history import HISTORY_DEFAULT
-from memory.selectors.restores import merge_restorable, restore_notes
 
 if TYPE_CHECKING:  # the explorer reads through memory.selectors; the model is a type here
     from memory.models import Cell

@@ -14,7 +14,8 @@ from explorer.forms import FORM_OPS, EraseForm, OperationForm
 from explorer.http import actor, page_context
 from explorer.pages.cell import load_cell, panel_response
 from memory.domain import CellStatus, InvalidOperation
-from memory.selectors import cell_head, changes_since, undo_offer
+from memory.selectors.cells import cell_head
+from memory.selectors.log import changes_since, undo_offer
 from memory.services import CellNotFound, cell_erase, erase_preview, operation_apply
 from memory.tasks import enqueue_erase_followup
 

@@ -1,6 +1,6 @@
 """The cell page's two drawings, each one bounded JSON request: a window of the provenance
-graph (:func:`memory.selectors.graph_window`, with the links the page adds to it) and the
-timeline of the whole history in time buckets (:func:`memory.selectors.status_timeline`, every
+graph (:func:`memory.selectors.graph.graph_window`, with the links the page adds to it) and the
+timeline of the whole history in time buckets (:func:`memory.selectors.timeline.status_timeline`, every
 bucket present so that time stays linear along the bar)."""
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from explorer.http import answers_refusals, as_of, as_of_param, int_param
 from explorer.pages.cell import load_cell
 from memory.domain import BadParameter
 from memory.domain.wording import plain_reason
-from memory.selectors import graph_window, resolve_jump, status_timeline
-from memory.selectors.graph import SIDES, WINDOW_DEFAULT, WINDOW_MAX
-from memory.selectors.timeline import BUCKETS_DEFAULT, TICK
+from memory.selectors.graph import SIDES, WINDOW_DEFAULT, WINDOW_MAX, graph_window
+from memory.selectors.timeline import BUCKETS_DEFAULT, TICK, resolve_jump, status_timeline
 
 if TYPE_CHECKING:  # the explorer reads through memory.selectors; the model is a type here
     from memory.models import Cell

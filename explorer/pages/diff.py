@@ -14,8 +14,7 @@ from explorer.http import id_param, page_context
 from explorer.pages.cell import load_cell
 from memory.domain import HEAD_STATUSES, Status
 from memory.domain.textdiff import word_diff
-from memory.selectors import diff_choices, version_side
-from memory.selectors.versions import version_by_name
+from memory.selectors.versions import diff_choices, version_by_name, version_side
 
 if TYPE_CHECKING:  # the explorer reads through memory.selectors; the model is a type here
     from memory.models import Version

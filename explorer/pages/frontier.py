@@ -22,7 +22,8 @@ from explorer.http import (
     local_as_of,
     page_context,
 )
-from memory.selectors import frontier_as_of, frontier_page, observations_unsettled
+from memory.selectors.frontier import frontier_as_of, frontier_page
+from memory.selectors.observations import observations_unsettled
 
 #: Cells a page of the frontier as of T shows.
 PAST_PAGE = 50

@@ -24,7 +24,7 @@ from django.views.decorators.http import require_GET, require_POST
 from explorer.access import Access, namespace_access, require_admin
 from explorer.forms import MemberForm, TokenForm
 from explorer.http import actor, page_context
-from memory.selectors import (
+from memory.selectors.access import (
     audit_list,
     members_list,
     source_trust_list,

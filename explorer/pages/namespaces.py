@@ -14,7 +14,9 @@ from django_htmx.http import trigger_client_event
 from explorer.access import namespace_access
 from memory.llm.check import model_status
 from memory.llm.client import client_from_settings
-from memory.selectors import live_fingerprint, member_roles, namespace_overview, visible_namespaces
+from memory.selectors.access import member_roles, visible_namespaces
+from memory.selectors.frontier import namespace_overview
+from memory.selectors.log import live_fingerprint
 
 
 @login_required

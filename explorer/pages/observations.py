@@ -15,7 +15,7 @@ from explorer.access import namespace_access, require_reviewer
 from explorer.forms import ObservationForm
 from explorer.http import actor, is_htmx, page_context, same_origin_path
 from explorer.pages.cell import panel_response
-from memory.selectors import (
+from memory.selectors.observations import (
     observation_page,
     observation_state,
     observation_yield,

@@ -16,9 +16,8 @@ from explorer.access import namespace_access
 from explorer.forms import LogFilter
 from explorer.http import htmx_target, page_context
 from memory.domain import LOG_TYPES
-from memory.selectors import (
-    LogFilters,
-    log_page,
+from memory.selectors.log import LogFilters, log_page
+from memory.selectors.observations import (
     observations_unsettled,
     observations_with_drops,
     observations_without_facts,

@@ -16,7 +16,7 @@ from explorer.forms import ReadForm
 from explorer.http import page_context
 from memory.domain.readmodes import AGENT_MODE
 from memory.reads import READ_MODES, read
-from memory.selectors import evidence_effects
+from memory.selectors.observations import evidence_effects
 
 if TYPE_CHECKING:  # the explorer reads through memory.selectors; the model is a type here
     from memory.models import Namespace

@@ -17,16 +17,14 @@ from explorer.http import actor, id_param, is_htmx, page_context, same_origin_pa
 from explorer.pages.cell import panel_response
 from explorer.pages.outcome import undo_words
 from memory.domain import InvalidOperation
-from memory.selectors import (
+from memory.selectors.frontier import QUEUE_ORDERS, contested_cells, open_contests
+from memory.selectors.log import (
     changes_since,
     closed_contests,
-    contested_cells,
     last_operation_id,
-    open_contests,
     operation_key,
     undo_offer,
 )
-from memory.selectors.frontier import QUEUE_ORDERS
 from memory.selectors.undone import is_undone
 from memory.services import CellNotFound, operation_apply, operation_undo
 
@@ -71,7 +69,7 @@ def undo(request: HttpRequest, ns: str, operation_id: int) -> HttpResponse:
 def review(request: HttpRequest, ns: str) -> HttpResponse:
     """Open contests with their competing values inline, resolved from here one or many at a
     time, each with its own reason; and the contests later writes closed since the reviewer
-    last looked (decision 63). A refused resolve keeps what was typed and says what changed."""
+    last looked (so a closed contest is not silently gone). A refused resolve keeps what was typed and says what changed."""
     access = namespace_access(request.user, ns)
     seen_key = SEEN_KEY.format(ns=access.namespace.pk)
     seen = int(request.session.get(seen_key, 0) or 0)

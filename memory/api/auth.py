@@ -19,7 +19,7 @@ from rest_framework.request import Request
 from memory.domain.scopes import Scope, scope_allows
 from memory.llm.embedding import embedder_id
 from memory.models import ApiToken, Membership, Namespace
-from memory.selectors import expiry_checked
+from memory.selectors.fresh import expiry_checked
 from memory.services import (
     TokenRejected,
     name_check,
@@ -83,8 +83,8 @@ class NamespaceTokenAuthentication(authentication.BaseAuthentication):
 
 
 #: The channels a token's request may declare in ``X-Pmem-Channel``: the prefix of the actor
-#: signed on what it writes (``mcp:<client>`` for the MCP server, docs/decisions.md "The MCP
-#: server signs its writes mcp:<client>"). A label, not a privilege: the namespace, the client
+#: signed on what it writes (``mcp:<client>`` for the MCP server: the log says which door a write came
+#: through). A label, not a privilege: the namespace, the client
 #: name and what the token may do stay the token's.
 CHANNELS = ("api", "mcp")
 

@@ -12,7 +12,8 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from memory.domain.scopes import Scope
-from memory.selectors import cell_lookup, observation_in
+from memory.selectors.cells import cell_lookup
+from memory.selectors.observations import observation_in
 
 from .auth import namespace_for
 from .errors import PayloadTooLarge

@@ -13,8 +13,7 @@ from rest_framework.response import Response
 
 from memory.domain import SETTLED_STATES
 from memory.llm.extraction import runs_locally
-from memory.selectors import observation_when_settled
-from memory.selectors.observations import WAIT_SECONDS
+from memory.selectors.observations import WAIT_SECONDS, observation_when_settled
 from memory.services import SourceRefused, namespace_drain, observations_record_batch
 from memory.tasks import queue_drain, queue_observation
 

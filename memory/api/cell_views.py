@@ -14,24 +14,19 @@ from rest_framework.response import Response
 
 from memory.domain import CellStatus
 from memory.domain.instants import parse_instant
-from memory.selectors import (
-    cell_as_of,
-    cells_page,
-    frontier_as_of,
-    graph_window,
-    history_page,
-    status_timeline,
-)
-from memory.selectors.graph import WINDOW_DEFAULT, WINDOW_MAX
-from memory.selectors.history import HISTORY_DEFAULT, HISTORY_MAX, SEARCH_COUNT_CAP
-from memory.selectors.timeline import BUCKETS_DEFAULT, BUCKETS_MAX
+from memory.selectors.cells import cell_as_of, cells_page
+from memory.selectors.frontier import frontier_as_of
+from memory.selectors.graph import WINDOW_DEFAULT, WINDOW_MAX, graph_window
+from memory.selectors.history import HISTORY_DEFAULT, HISTORY_MAX, SEARCH_COUNT_CAP, history_page
+from memory.selectors.log import operation_row
+from memory.selectors.timeline import BUCKETS_DEFAULT, BUCKETS_MAX, status_timeline
 from memory.services import cell_erase, operation_apply
 from memory.services.ordinals import UnknownOrdinal, version_reference
 from memory.tasks import enqueue_erase_followup
 
+from . import graph_outputs as g
 from . import outputs as o
 from . import serializers as s
-from . import versions
 from .auth import actor_of
 from .base import NamespaceView
 from .params import (
@@ -54,10 +49,9 @@ def _as_of(request: Request) -> Any:
 
 
 def _cell(state: Any) -> dict[str, Any]:
-    """A cell's answer, its versions named with their ordinals and metadata."""
-    body = o.CellOut.render(state)
-    versions.attach_cells([body])
-    return body
+    """A cell's answer: its head, alternatives and history entries carry their ordinals,
+    metadata and expiry as the selector read them."""
+    return o.CellOut.render(state)
 
 
 class CellsView(NamespaceView):
@@ -99,11 +93,9 @@ class CellsView(NamespaceView):
             rows, after = cells_page(namespace=namespace, status=status_ or None,
                                      search=search, after=after, limit=limit, history=history,
                                      metadata=metadata)
-        body = o.CellListOut.render({
+        return Response(o.CellListOut.render({
             "results": rows, "next": next_url(request, after=after) if after else None,
-            "as_of": as_of})
-        versions.attach_cells(body["results"])
-        return Response(body)
+            "as_of": as_of}))
 
 
 class CellDetailView(NamespaceView):
@@ -145,7 +137,7 @@ class CellGraphView(NamespaceView):
     scopes = {"GET": ReadScope}
 
     @extend_schema(
-        responses={**REFUSALS, 200: o.GraphOut}, operation_id="cell_graph",
+        responses={**REFUSALS, 200: g.GraphOut}, operation_id="cell_graph",
         summary="A window of the cell's provenance graph (around a version, as of a time)",
         parameters=[OpenApiParameter("around", int, description="a version id (default the head)"),
                     OpenApiParameter("limit", int, description="versions (default 40, max 500)"),
@@ -161,9 +153,7 @@ class CellGraphView(NamespaceView):
             if node["kind"] == "evidence":
                 node["observation_url"] = request.build_absolute_uri(
                     reverse("api-observation", args=[ns, node["observation"]]))
-        body = o.GraphOut.render(graph)
-        versions.attach_graph(body)
-        return Response(body)
+        return Response(g.GraphOut.render(graph))
 
 
 class CellHistoryView(NamespaceView):
@@ -185,13 +175,11 @@ class CellHistoryView(NamespaceView):
         cell = self.cell(self.namespace(request, ns), key)
         page = history_page(cell, before=params.get("before") or None, limit=limit,
                             as_of=as_of, search=search)
-        body = o.HistoryPageOut.render({
+        return Response(o.HistoryPageOut.render({
             "results": page.entries, "next": page.next, "total": page.total,
             "next_url": next_url(request, before=page.next) if page.next else None,
             "total_capped": search is not None and page.total >= SEARCH_COUNT_CAP,
-            "as_of": as_of})
-        versions.attach(body["results"])
-        return Response(body)
+            "as_of": as_of}))
 
 
 class CellTimelineView(NamespaceView):
@@ -212,7 +200,7 @@ class CellTimelineView(NamespaceView):
 class CellOperationsView(NamespaceView):
     scopes = {"POST": ReviewScope}
 
-    @extend_schema(request=s.CellOpIn, responses={**REFUSALS, 201: o.CellOpOut, 409: o.ErrorOut},
+    @extend_schema(request=s.CellOpIn, responses={**REFUSALS, 201: g.CellOpOut, 409: o.ErrorOut},
                    summary="Apply a typed operation to a cell (409 when invalid in its state)",
                    operation_id="cell_operation_create")
     def post(self, request: Request, ns: str, key: str) -> Response:
@@ -237,8 +225,6 @@ class CellOperationsView(NamespaceView):
             explicit=True, metadata=v.get("metadata"),
         )
         cell = cell_as_of(namespace, applied.cell.key, None) if applied.cell else None
-        body = o.CellOpOut.render({"operation": applied.operation, "cell": cell})
-        versions.attach(references=[body["operation"]])
-        if body["cell"] is not None:
-            versions.attach_cells([body["cell"]])
+        body = g.CellOpOut.render({"operation": operation_row(applied.operation.pk),
+                                   "cell": cell})
         return Response(body, status=status.HTTP_201_CREATED)

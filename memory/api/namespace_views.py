@@ -9,7 +9,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from memory.domain import may_manage
-from memory.selectors import member_role, namespaces_page, reachable_namespaces
+from memory.selectors.access import member_role
+from memory.selectors.namespaces import namespaces_page, reachable_namespaces
 from memory.services import namespace_delete
 from memory.tasks import enqueue_namespace_followup
 

@@ -7,17 +7,18 @@ the answer; ``omit`` names fields left out when they hold a value (``as_of`` whe
 Values pass to the JSON renderer as they are: it writes times in ISO 8601 with ``Z`` exactly as
 ``DateTimeField`` does, and numbers and strings as themselves.
 
-Each serializer's renderer is written once, when its class is made, as a Python function with
-one statement per field (the way :mod:`dataclasses` writes ``__init__``): an answer of a
-thousand history entries costs what building its dicts by hand cost, where DRF's generic
-``to_representation`` walks bound field copies value by value.
+Each serializer's plan is worked out once, when its class is made — per declared field: its
+name, where it reads from, whether it must be there, the value that leaves it out, the nested
+serializer that converts it — and rendering walks that plan: an answer of a thousand history
+entries costs a loop over a few tuples per row, where DRF's generic ``to_representation`` walks
+bound field copies value by value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from rest_framework import serializers
 
@@ -77,39 +78,62 @@ def _converter(field: serializers.Field) -> Callable[[Any], Any] | None:
     return None  # a plain value: the JSON renderer writes it
 
 
-def _missing(serializer: str, source: str) -> None:
-    raise KeyError(f"{serializer}: no {source!r} to render")
+class _Extra(NamedTuple):
+    """What a field needs beyond a plain read and store (most fields need none of it)."""
+
+    through: tuple[str, ...]  # read attribute by attribute after the first (a dotted ``source``)
+    omits: bool  # the field is left out when it holds ``omit``
+    omit: object
+    convert: Callable[[Any], Any] | None  # a nested serializer's render (None stays None)
+
+
+class _Step(NamedTuple):
+    """One declared field's part of a render."""
+
+    name: str
+    first: str  # the attribute or key read from the instance
+    required: bool  # absent from the instance: refused (KeyError), else left out
+    extra: _Extra | None
+
+
+def _plan(cls: type[Out]) -> tuple[_Step, ...]:
+    steps = []
+    for name, field in cls._declared_fields.items():
+        first, *through = (field.source or name).split(".")
+        extra = _Extra(tuple(through), name in cls.omit, cls.omit.get(name), _converter(field))
+        plain = not (extra.through or extra.omits or extra.convert)
+        steps.append(_Step(name, first, field.required, None if plain else extra))
+    return tuple(steps)
 
 
 def _renderer(cls: type[Out]) -> Callable[[Any], dict[str, Any]]:
-    """The render function of ``cls``: per declared field, read it (``get``: a dict's get,
-    else getattr), leave it out or refuse its absence, convert it if nested, store it."""
-    scope: dict[str, Any] = {"M": _MISSING, "missing": _missing, "partial": partial,
-                             "name": cls.__name__}
-    body = ["def render(x):",
-            # dict, not the Mapping ABC: its isinstance is a slow path, taken on every row.
-            "    get = x.get if isinstance(x, dict) else partial(getattr, x)",
-            "    out = {}"]
-    for i, (name, field) in enumerate(cls._declared_fields.items()):
-        first, *through = (field.source or name).split(".")
-        body.append(f"    v = get({first!r}, M)")
-        body += [f"    v = M if v is M else getattr(v, {part!r}, M)" for part in through]
-        if field.required:
-            body.append(f"    if v is M: missing(name, {first!r})")
-        test = "v is not M"
-        if name in cls.omit:
-            scope[f"o{i}"] = cls.omit[name]
-            test += f" and v != o{i}"
-        convert = _converter(field)
-        value = "v"
-        if convert is not None:
-            scope[f"c{i}"] = convert
-            value = f"None if v is None else c{i}(v)"
-        if field.required and name not in cls.omit:
-            body.append(f"    out[{name!r}] = {value}")
-        else:
-            body.append(f"    if {test}: out[{name!r}] = {value}")
-    body.append("    return out")
-    exec("\n".join(body), scope)  # the source: the class's own declared field names
-    render: Callable[[Any], dict[str, Any]] = scope["render"]
+    """The render function of ``cls``: per declared field, read it (a dict's get, else
+    getattr), refuse or leave out its absence, leave it out when it holds its omitted value,
+    convert it if nested, store it. A plain field takes the short way: this runs per row."""
+    steps = _plan(cls)
+    serializer = cls.__name__
+
+    def render(x: Any) -> dict[str, Any]:
+        # dict, not the Mapping ABC: its isinstance is a slow path, taken on every row.
+        get = x.get if isinstance(x, dict) else partial(getattr, x)
+        out: dict[str, Any] = {}
+        for name, first, required, extra in steps:
+            v = get(first, _MISSING)
+            if extra is not None:
+                for part in extra.through:
+                    if v is _MISSING:
+                        break
+                    v = getattr(v, part, _MISSING)
+            if v is _MISSING:
+                if required:
+                    raise KeyError(f"{serializer}: no {first!r} to render")
+                continue
+            if extra is not None:
+                if extra.omits and v == extra.omit:
+                    continue
+                if extra.convert is not None and v is not None:
+                    v = extra.convert(v)
+            out[name] = v
+        return out
+
     return render

@@ -17,16 +17,9 @@ from memory import reads
 from memory.domain import LOG_TYPES, SETTLED_STATES
 from memory.domain.instants import parse_instant
 from memory.llm.client import client_from_settings
-from memory.selectors import (
-    ReadResult,
-    frontier_hybrid_read,
-    frontier_read_as_of,
-    frontier_read_filtered,
-    observation_detail,
-    observation_when_settled,
-    operations_page,
-    with_min_score,
-)
+from memory.selectors.log import operations_page
+from memory.selectors.observations import observation_detail, observation_when_settled
+from memory.selectors.search import ReadResult
 from memory.services import (
     observation_commit_at_once,
     observation_record,
@@ -34,9 +27,9 @@ from memory.services import (
 )
 from memory.tasks import queue_drain, queue_observation
 
+from . import graph_outputs as g
 from . import outputs as o
 from . import serializers as s
-from . import versions
 from .auth import TokenClient
 from .base import NamespaceView, ScopedView
 from .observing import observation_asked
@@ -160,7 +153,7 @@ class OperationsView(NamespaceView):
     scopes = {"GET": ReadScope}
 
     @extend_schema(
-        responses={**REFUSALS, 200: o.OperationListOut},
+        responses={**REFUSALS, 200: g.OperationListOut},
         summary="The operation log, newest first", operation_id="operations_list",
         parameters=[OpenApiParameter("key", str, description="exactly this key"),
                     OpenApiParameter("key_contains", str,
@@ -181,10 +174,8 @@ class OperationsView(NamespaceView):
             namespace=namespace, key=params.get("key"), actor=params.get("actor"),
             key_contains=params.get("key_contains"), op=op, source=params.get("source"),
             before=operation_before(params), limit=limit)
-        body = o.OperationListOut.render({
-            "results": rows, "next": next_url(request, before=rows[-1].id) if more else None})
-        versions.attach(references=body["results"])
-        return Response(body)
+        return Response(g.OperationListOut.render({
+            "results": rows, "next": next_url(request, before=rows[-1].id) if more else None}))
 
 
 # --- reads -------------------------------------------------------------------------------------
@@ -200,33 +191,16 @@ class ReadView(NamespaceView):
         namespace = self.namespace(request, ns)
         data = s.ReadIn(data=request.data)
         data.is_valid(raise_exception=True)
-        body = o.ReadOut.render(read_for(namespace, data.validated_data))
-        if reads.READ_MODES[body["mode"]].spec.reads_cells:  # items name cells' versions
-            versions.attach(body["items"])
-        return Response(body)
+        return Response(o.ReadOut.render(read_for(namespace, data.validated_data)))
 
 
 def read_for(namespace: Any, v: dict[str, Any]) -> ReadResult:
     """A read as asked: in its mode, narrowed by a metadata ``filter`` (frontier modes), cut
     at ``min_score``."""
-    as_of = parse_instant(v.get("as_of"), field="as_of")
-    if v.get("filter"):
-        k = v.get("k") or reads.READ_MODES[v["mode"]].default_k
-        if as_of is not None:
-            result = frontier_read_as_of(namespace=namespace, query=v["query"], as_of=as_of,
-                                         k=k, disclose=v["disclose"], metadata=v["filter"])
-        elif v["mode"] == "frontier_cosine":
-            result = frontier_read_filtered(namespace=namespace, query=v["query"],
-                                            metadata=v["filter"], k=k, disclose=v["disclose"])
-        else:  # scored as the unfiltered frontier read: one min_score scale
-            result = frontier_hybrid_read(namespace=namespace, query=v["query"], k=k,
-                                          disclose=v["disclose"], metadata=v["filter"])
-    else:
-        result = reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
-                            disclose=v["disclose"], gate=v["gate"], as_of=as_of)
-    if v.get("min_score") is not None:
-        result = with_min_score(result, v["min_score"])
-    return result
+    return reads.read(v["mode"], namespace=namespace, query=v["query"], k=v.get("k"),
+                      disclose=v["disclose"], gate=v["gate"],
+                      as_of=parse_instant(v.get("as_of"), field="as_of"),
+                      metadata=v.get("filter"), min_score=v.get("min_score"))
 
 
 class AnswerView(NamespaceView):

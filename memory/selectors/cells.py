@@ -44,7 +44,7 @@ from .history import (
     history_page,
     support_as_of,
 )
-from .shapes import cell_status
+from .shapes import cell_status, stored_json
 
 #: Characters of a supporting text a cell's support disclosure reads: it renders 60 of them
 #: with whitespace collapsed, so only a text opening with hundreds of blanks could differ.
@@ -52,7 +52,7 @@ SNIPPET_SOURCE_CHARS = 400
 #: Aliases the explorer's cell head lists (a key with more shows these).
 HEAD_ALIASES = 20
 #: The columns a cell row holds that no read here shows: its vectors stay in the database
-#: (decision 21).
+#: (a page of cells would otherwise carry kilobytes of floats per row).
 VECTOR_COLUMNS = ("embedding", "key_embedding", "embedded_text", "terms")
 
 _HEAD_IN = ", ".join(f"'{s}'" for s in sorted(HEAD_STATUSES))
@@ -212,6 +212,10 @@ class CellAsOf:
     history_next: str | None = None
     as_of: datetime | None = None
     aliases: list[str] = field(default_factory=list)
+    # The head's own (None for an empty cell), read with it.
+    ordinal: int | None = None
+    metadata: Metadata | None = None
+    expires_at: datetime | None = None
 
     @property
     def rendered(self) -> str:
@@ -242,16 +246,21 @@ def cell_state(cell: Cell, *, as_of: datetime | None = None,
     unless ``cell.head`` is loaded), alternatives (one), the history page (one). As of T: the
     count, the head, its value and support, the alternatives, the page: six. Never more,
     whatever the history's length."""
+    own: tuple[Any, ...] = (None, None, None)  # the head's ordinal, metadata and expiry
     if as_of is None:
         head = cell.head
         head_row = (head.id, str(head.status), head.value, head.support) if head else None
+        if head is not None:
+            own = (head.ordinal, head.metadata, head.expires_at)
     else:
         found = head_as_of(cell, as_of)
         head_row = None
         if found is not None:
             with connection.cursor() as cur:
-                cur.execute("SELECT value FROM memory_version WHERE id = %s", [found[0]])
-                value = cur.fetchone()[0]
+                cur.execute("SELECT value, ordinal, metadata, expires_at FROM memory_version"
+                            " WHERE id = %s", [found[0]])
+                value, *rest = cur.fetchone()
+            own = (rest[0], stored_json(rest[1]), rest[2])
             head_row = (found[0], found[1], value, support_as_of(found[0], as_of))
     entries: list[Entry] = []
     if history > 0:
@@ -266,7 +275,8 @@ def cell_state(cell: Cell, *, as_of: datetime | None = None,
         cell=cell, key=cell.key, value=head_row[2] if head_row else None,
         status=vocabulary.cell_status(head_row[1] if head_row else None),
         version=head_row[0] if head_row else None, support=head_row[3] if head_row else 0,
-        alternatives=alts, history=entries, history_total=total, history_next=nxt, as_of=as_of)
+        alternatives=alts, history=entries, history_total=total, history_next=nxt, as_of=as_of,
+        ordinal=own[0], metadata=own[1], expires_at=own[2])
 
 
 def cell_as_of(namespace: Namespace, key: str, as_of: datetime | None,
@@ -318,7 +328,7 @@ def cell_head(cell: Cell, as_of: datetime | None = None) -> CellHead:
 def cells_list(*, namespace: Namespace, status: str | None = None,
                search: str | None = None) -> QuerySet[Cell]:
     """Cells of a namespace with their heads, newest change first; filter by cell status.
-    A page of cells shows no vectors: they stay in the database (decision 21)."""
+    A page of cells shows no vectors: they stay in the database."""
     qs = Cell.objects.filter(namespace=namespace).select_related("head").defer(
         *VECTOR_COLUMNS)
     if status == CellStatus.EMPTY:
@@ -333,7 +343,10 @@ def cells_list(*, namespace: Namespace, status: str | None = None,
 def cell_summary(cell: Cell) -> dict[str, Any]:
     head = cell.head
     return {"key": cell.key, "value": head.value if head else None, "status": cell_status(head),
-            "version": head.id if head else None, "support": head.support if head else 0,
+            "version": head.id if head else None, "ordinal": head.ordinal if head else None,
+            "metadata": head.metadata if head else None,
+            "expires_at": head.expires_at if head else None,
+            "support": head.support if head else 0,
             "created_at": cell.created_at, "updated_at": cell.updated_at}
 
 
@@ -344,11 +357,12 @@ def cells_full(cells: list[Cell], history: int = HISTORY_DEFAULT) -> list[dict[s
     ids = [c.pk for c in cells]
     pages = first_pages(cells, history)
     alternatives: dict[int, list[dict[str, Any]]] = {}
-    for cell_id, vid, value, support in Version.objects.filter(
+    for cell_id, vid, value, support, ordinal, metadata, expires_at in Version.objects.filter(
             cell_id__in=ids, status=Status.ALTERNATIVE).order_by("id").values_list(
-            "cell_id", "id", "value", "support"):
+            "cell_id", "id", "value", "support", "ordinal", "metadata", "expires_at"):
         alternatives.setdefault(cell_id, []).append(
-            {"version": vid, "value": value, "support": support})
+            {"version": vid, "value": value, "support": support, "ordinal": ordinal,
+             "metadata": metadata, "expires_at": expires_at})
     aliases: dict[int, list[str]] = {}
     for cell_id, alias in KeyAlias.objects.filter(cell_id__in=ids).order_by("id").values_list(
             "cell_id", "alias"):
@@ -360,7 +374,9 @@ def cells_full(cells: list[Cell], history: int = HISTORY_DEFAULT) -> list[dict[s
             **cell_summary(c),
             "alternatives": alternatives.get(c.pk, []),
             "history": [{"version": e.version, "value": e.value, "status": e.status,
-                         "valid_from": e.valid_from, "valid_to": e.valid_to} for e in rows],
+                         "valid_from": e.valid_from, "valid_to": e.valid_to,
+                         "ordinal": e.ordinal, "metadata": e.metadata,
+                         "expires_at": e.expires_at} for e in rows],
             "history_total": c.version_count,
             "aliases": aliases.get(c.pk, []),
         })

@@ -1,4 +1,4 @@
-"""Reads narrowed by facts' metadata and by relevance (CONTRACT "One application credential, many users' memories"; decisions 120-124).
+"""Reads narrowed by facts' metadata and by relevance (CONTRACT "One application credential, many users' memories").
 
 - :func:`frontier_read_filtered`: the frontier read among those cells only (as of T:
   :func:`memory.selectors.search.frontier_read_as_of` with ``metadata``).

@@ -26,10 +26,11 @@ from memory.domain import (
     Status,
     vocabulary,
 )
+from memory.domain.metadata import Metadata
 from memory.models import Cell, Evidence, Namespace, Operation, SupportEdge, Version
 
 from .cells import cells_list
-from .shapes import EXPORT_CHUNK, LIST_TEXT_CHARS, cell_status
+from .shapes import EXPORT_CHUNK, LIST_TEXT_CHARS, cell_status, stored_json
 
 RECENT = timedelta(hours=24)
 #: Counting stops here: an exact COUNT(*) over 100k cells on every page view buys nothing.
@@ -236,7 +237,8 @@ def _last_changes(cell_ids: list[int]) -> dict[int, dict[str, Any]]:
 # --- as of a past time ------------------------------------------------------------------------
 
 _FRONTIER_AT_SQL = f"""
-SELECT c.id, c.key, h.version_id, h.status, hv.value, n.n FROM memory_cell c
+SELECT c.id, c.key, h.version_id, h.status, hv.value, n.n, hv.ordinal, hv.metadata,
+       hv.expires_at FROM memory_cell c
  CROSS JOIN LATERAL (
      SELECT max(x.ordinal) AS n FROM memory_version x WHERE x.cell_id = c.id
         AND x.created_at = (SELECT max(y.created_at) FROM memory_version y
@@ -266,6 +268,10 @@ class FrontierAsOfRow:
     history_total: int
     as_of: datetime
     support: None = None
+    # The head at T's own (None for a key empty then), read with it.
+    ordinal: int | None = None
+    metadata: Metadata | None = None
+    expires_at: datetime | None = None
 
 
 def frontier_as_of(namespace: Namespace, as_of: datetime, *, after: str = "",
@@ -297,7 +303,8 @@ def frontier_as_of(namespace: Namespace, as_of: datetime, *, after: str = "",
         cur.execute(_FRONTIER_AT_SQL.format(filters=filters), params)
         rows = cur.fetchall()
     out = [FrontierAsOfRow(r[0], r[1], r[2], vocabulary.cell_status(r[3]), r[4], int(r[5]),
-                           as_of) for r in rows[:limit]]
+                           as_of, ordinal=r[6], metadata=stored_json(r[7]), expires_at=r[8])
+           for r in rows[:limit]]
     return out, (out[-1].key if len(rows) > limit and out else None)
 
 

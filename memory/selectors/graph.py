@@ -19,7 +19,7 @@ from memory.domain import OPEN_STATUSES, BadParameter
 from memory.models import Cell, Version
 
 from .history import SPAN_AT, alternatives, count_as_of, head_as_of
-from .shapes import RAW_OUTPUT_CHARS, evidence_heads
+from .shapes import RAW_OUTPUT_CHARS, evidence_heads, stored_json
 
 #: Default and largest graph window, in versions (CONTRACT).
 WINDOW_DEFAULT = 40
@@ -32,7 +32,7 @@ SIDES = ("older", "newer")
 
 _WINDOW_SQL = """
 SELECT v.id, v.ordinal, v.value, {status}, v.valid_from, {valid_to}, v.support, v.created_at,
-       v.supersedes_id, v.alternative_of_id, v.restores_id
+       v.supersedes_id, v.alternative_of_id, v.restores_id, v.metadata, v.expires_at
   FROM memory_version v{lateral}
  WHERE v.cell_id = %(cell)s AND ((v.ordinal >= %(lo)s AND v.ordinal <= %(hi)s)
        OR v.id = ANY(%(extra)s))
@@ -101,7 +101,7 @@ def graph_window(cell: Cell, *, around: int | None = None, limit: int = WINDOW_D
         rows = cur.fetchall()
     nodes, edges = _version_nodes(rows, lo, hi, as_of)
     shown = [r[0] for r in rows]
-    more_nodes, more_edges = _attached(shown, as_of)
+    more_nodes, more_edges = _attached(shown, {r[0]: r[1] for r in rows}, as_of)
     return {"key": cell.key, "nodes": nodes + more_nodes, "edges": edges + more_edges,
             "window": {"versions": sum(1 for r in rows if lo <= r[1] <= hi), "older": lo - 1
                        if total else 0, "newer": total - hi if total else 0,
@@ -116,9 +116,10 @@ def _version_nodes(rows: list[tuple[Any, ...]], lo: int, hi: int, as_of: datetim
     nodes: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
     for (vid, ordinal, value, status, valid_from, valid_to, support, created_at, supersedes,
-         alternative_of, restores) in rows:
+         alternative_of, restores, metadata, expires_at) in rows:
         nodes.append({"id": f"v{vid}", "kind": "version", "label": value, "status": status,
-                      "version": vid, "ordinal": ordinal,
+                      "version": vid, "ordinal": ordinal, "metadata": stored_json(metadata),
+                      "expires_at": expires_at,
                       "support": support if as_of is None else None, "valid_from": valid_from,
                       "valid_to": valid_to, "created_at": created_at,
                       "in_window": lo <= ordinal <= hi})
@@ -150,10 +151,10 @@ SELECT o.id, o.type, o.requested, o.actor, o.reason, o.seq, o.version_id, o.crea
 """
 
 
-def _attached(shown: list[int], as_of: datetime | None
+def _attached(shown: list[int], ordinals: dict[int, int], as_of: datetime | None
               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Observations, operations and tombstones of the shown versions (bounded per version).
-    Four statements."""
+    """Observations, operations and tombstones of the shown versions (bounded per version;
+    an operation names its version's ``ordinal``, from ``ordinals``). Four statements."""
     params = {"ids": shown, "t": as_of if as_of is not None else "infinity",
               "per": PER_VERSION, "raw": RAW_OUTPUT_CHARS}
     with connection.cursor() as cur:
@@ -172,7 +173,8 @@ def _attached(shown: list[int], as_of: datetime | None
     nodes += _evidence_nodes(evidence_ids)
     nodes += [{"id": f"o{o[0]}", "kind": "operation", "label": o[1], "op": o[1],
                "requested": o[2], "actor": o[3], "reason": o[4], "seq": o[5],
-               "version": o[6], "created_at": o[7], "evidence": o[8], "raw_output": o[9],
+               "version": o[6], "ordinal": ordinals.get(o[6]), "created_at": o[7],
+               "evidence": o[8], "raw_output": o[9],
                "raw_output_chars": o[10], "raw_output_truncated": o[10] > RAW_OUTPUT_CHARS}
               for o in ops]
     for tid, version_id, operation_id, created_at in tombs:

@@ -1,4 +1,4 @@
-"""A key's versions, page by page, now or as of a past time (SPEC §9, §10; decisions 50-53).
+"""A key's versions, page by page, now or as of a past time (SPEC §9, §10).
 
 Everything here costs the same number of statements, with the same plans, whether a key holds
 a hundred versions or a million: pages are keysets on ``(cell, ordinal)``
@@ -23,7 +23,10 @@ from typing import Any
 from django.db import connection
 
 from memory.domain import HEAD_STATUSES, OPEN_STATUSES, BadParameter, Status
+from memory.domain.metadata import Metadata
 from memory.models import Cell, VersionSpan
+
+from .shapes import stored_json
 
 #: Default and largest page of history (CONTRACT).
 HISTORY_DEFAULT = 50
@@ -48,6 +51,9 @@ class Entry:
     valid_to: datetime | None
     support: int | None  # None as of a past time (only the head's is counted then)
     created_at: datetime
+    # The version's own (a version's metadata and expiry never change), read with it.
+    metadata: Metadata | None = None
+    expires_at: datetime | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {"version": self.version, "ordinal": self.ordinal, "value": self.value,
@@ -111,7 +117,8 @@ def head_as_of(cell: Cell, as_of: datetime) -> tuple[int, str] | None:
 # The alternatives open at T: alternative spans that began since the contest did (the end of the
 # last active span before T) and cover T.
 _ALTERNATIVES_AT_SQL = f"""
-SELECT v.id, v.value, v.support, v.valid_from, v.ordinal FROM memory_versionspan s
+SELECT v.id, v.value, v.support, v.valid_from, v.ordinal, v.metadata, v.expires_at
+  FROM memory_versionspan s
   JOIN memory_version v ON v.id = s.version_id
  WHERE s.cell_id = %(cell)s AND s.status = '{Status.ALTERNATIVE}' AND s.since <= %(t)s
    AND s.since >= COALESCE((
@@ -129,14 +136,16 @@ def alternatives(cell: Cell, as_of: datetime | None = None) -> list[dict[str, An
     cost follows the contest open at T, not the key's history."""
     with connection.cursor() as cur:
         if as_of is None:
-            cur.execute("SELECT id, value, support, valid_from, ordinal FROM memory_version"
+            cur.execute("SELECT id, value, support, valid_from, ordinal, metadata, expires_at"
+                        " FROM memory_version"
                         " WHERE cell_id = %s AND status = %s ORDER BY id",
                         [cell.pk, str(Status.ALTERNATIVE)])
         else:
             cur.execute(_ALTERNATIVES_AT_SQL, {"cell": cell.pk, "t": as_of})
         rows = cur.fetchall()
     return [{"version": r[0], "value": r[1], "support": r[2] if as_of is None else None,
-             "valid_from": r[3], "ordinal": r[4]} for r in rows]
+             "valid_from": r[3], "ordinal": r[4], "metadata": stored_json(r[5]),
+             "expires_at": r[6]} for r in rows]
 
 
 def support_as_of(version_id: int, as_of: datetime) -> int:
@@ -162,12 +171,13 @@ _AS_OF_COLUMNS = f"""
     v.id, v.ordinal, v.value, sp.status, v.valid_from,
     CASE WHEN sp.status IN ({', '.join(f"'{s}'" for s in sorted(OPEN_STATUSES))}) THEN NULL
          ELSE LEAST(COALESCE(v.valid_to, sp.since), sp.since) END,
-    NULL::int, v.created_at"""
+    NULL::int, v.created_at, v.metadata, v.expires_at"""
 SPAN_AT = """
   CROSS JOIN LATERAL (SELECT s.status, s.since FROM memory_versionspan s
                        WHERE s.version_id = v.id AND s.since <= %(t)s
                        ORDER BY s.since DESC, s.id DESC LIMIT 1) AS sp"""
-_NOW_COLUMNS = "v.id, v.ordinal, v.value, v.status, v.valid_from, v.valid_to, v.support, v.created_at"
+_NOW_COLUMNS = ("v.id, v.ordinal, v.value, v.status, v.valid_from, v.valid_to, v.support,"
+                " v.created_at, v.metadata, v.expires_at")
 
 
 def _entries_sql(as_of: datetime | None, search: bool, descending: bool = True) -> str:
@@ -201,7 +211,8 @@ def _ns_lexeme(namespace_id: int) -> str:
 
 
 def _entry(row: tuple[Any, ...]) -> Entry:
-    return Entry(int(row[0]), int(row[1]), row[2], str(row[3]), row[4], row[5], row[6], row[7])
+    return Entry(int(row[0]), int(row[1]), row[2], str(row[3]), row[4], row[5], row[6], row[7],
+                 stored_json(row[8]), row[9])
 
 
 @dataclass(frozen=True)

@@ -47,13 +47,21 @@ def operations_page(*, namespace: Namespace, key: str | None = None, actor: str 
                     source: str | None = None, before: int | None = None,
                     limit: int = 50) -> tuple[list[Operation], bool]:
     """A page of the filtered log (:func:`operations_list`) newest first, before operation
-    ``before``: ``(rows, whether more follow)``. One statement (keyset on ``op_log_idx``)."""
+    ``before``: ``(rows, whether more follow)``; each row carries its version's ``ordinal``
+    (None for an operation on no version). One statement (keyset on ``op_log_idx``, each
+    row's version by its primary key)."""
     qs = operations_list(namespace=namespace, key=key, actor=actor, key_contains=key_contains,
-                         op=op, source=source)
+                         op=op, source=source).annotate(ordinal=F("version__ordinal"))
     if before is not None:
         qs = qs.filter(id__lt=before)
-    rows = list(qs[: limit + 1])
+    rows: list[Operation] = list(qs[: limit + 1])
     return rows[:limit], len(rows) > limit
+
+
+def operation_row(operation_id: int) -> Operation:
+    """One operation as the log lists it, with its version's ``ordinal`` (None for an operation
+    on no version). One statement."""
+    return Operation.objects.annotate(ordinal=F("version__ordinal")).get(pk=operation_id)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 committed yet or failed, those whose extraction dropped facts or found none, and what each
 observation of a raw read stands for now. A list row carries the head of a text or of the facts,
 cut in SQL; the facts, the extraction and the embedding never leave the database for a row that
-does not show them (decision 21).
+does not show them (a megabyte of facts copied per row would cost the reads gigabytes).
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def extraction_body(evidence_id: int) -> dict[str, Any] | None:
     """How the observation's text became facts: the extractor, the model's raw answer, and
     the facts refused before anything was written (each with its reason). None before
     extraction. Only these parts are cut out of the extraction, in SQL: its facts and cached
-    vectors never leave the database (decision 21)."""
+    vectors never leave the database."""
     parts = (Evidence.objects.filter(pk=evidence_id)
              .values_list(KT("extracted__extractor"), KT("extracted__raw"),
                           KT("extracted__extraction_error"),
@@ -145,7 +145,7 @@ def observations_unsettled(*, namespace: Namespace, limit: int = 50,
     states = [EvidenceState.FAILED] if failed_only else [*UNSETTLED_STATES, EvidenceState.FAILED]
     # A row shows the head of its text, else of its facts: both cut in SQL under their own
     # names (``text_head``, ``facts_head``), so a megabyte of facts never leaves the database
-    # for a table cell (decision 21).
+    # for a table cell.
     return list(Evidence.objects.filter(namespace=namespace, state__in=states)
                 .only("id", "namespace_id", "seq", "state", "source", "error", "received_at")
                 .annotate(text_head=Left("text", LIST_TEXT_CHARS),
@@ -163,7 +163,7 @@ def observations_with_drops(*, namespace: Namespace, limit: int = 20) -> list[Ev
     """Recent observations (the last ``DROPS_WINDOW`` seqs, so the scan stays bounded on a
     long history) whose extraction dropped facts a model gave, newest first. Each carries
     ``dropped`` and the head of the raw answer (``raw_head``), cut out of the extraction in
-    SQL: the extraction itself (facts, vectors) never leaves the database (decision 21)."""
+    SQL: the extraction itself (facts, vectors) never leaves the database."""
     next_seq = Namespace.objects.filter(pk=namespace.pk).values_list("next_seq", flat=True)[0]
     return list(Evidence.objects.only("id", "namespace_id", "seq")
                 .filter(namespace=namespace, seq__gte=next_seq - DROPS_WINDOW,

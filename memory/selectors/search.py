@@ -33,7 +33,7 @@ from memory.services.embeddings import embed_before_read, namespace_embedder_che
 from .cells import SNIPPET_SOURCE_CHARS, VECTOR_COLUMNS, cell_summary
 from .history import alternatives as history_alternatives
 from .history import first_pages
-from .shapes import cell_status
+from .shapes import cell_status, stored_json
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,8 @@ DISCLOSED_HISTORY = 50
 # As of T, cells are ranked by their key's embedding (a key's name does not change over time;
 # the ``key: value`` embeddings are of the present values) among the cells that had a head at T.
 _FRONTIER_AS_OF_SQL = f"""
-SELECT c.id, c.key, h.version_id, h.status, v.value, d.d FROM (
+SELECT c.id, c.key, h.version_id, h.status, v.value, d.d, v.ordinal, v.metadata, v.expires_at
+  FROM (
     SELECT c.id, c.key_embedding <=> %(q)s::vector AS d FROM memory_cell c
      WHERE c.namespace_id = %(ns)s AND c.key_embedding IS NOT NULL) AS d
   JOIN memory_cell c ON c.id = d.id
@@ -183,7 +184,7 @@ def frontier_read_as_of(*, namespace: Namespace, query: str, as_of: datetime, k:
         cur.execute(_FRONTIER_AS_OF_SQL.format(metadata=condition), params)
         rows = cur.fetchall()
     texts, items = [], []
-    for cell_id, key, version, status, value, distance in rows:
+    for cell_id, key, version, status, value, distance, ordinal, metadata, expires_at in rows:
         alts: tuple[str, ...] = ()
         if "alternatives" in wanted and status == Status.CONTESTED:
             cell = Cell(pk=cell_id, namespace=namespace, key=key)
@@ -192,7 +193,8 @@ def frontier_read_as_of(*, namespace: Namespace, query: str, as_of: datetime, k:
                         support=0, alternatives=alts)
         texts.append(text)
         items.append({"key": key, "value": value, "status": text.status, "version": version,
-                      "score": round(1 - float(distance), 4),
+                      "ordinal": ordinal, "metadata": stored_json(metadata),
+                      "expires_at": expires_at, "score": round(1 - float(distance), 4),
                       "line": render_cell(text, ["alternatives"] if alts else [])})
     shown = [d for d in wanted if d == "alternatives"]
     context = render_context(texts, shown, header=FRONTIER_HEADER)
@@ -222,7 +224,7 @@ def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
                                 and e.status != Status.ALTERNATIVE]
     if ids and "support" in disclose:
         # The newest three non-empty texts per head, cut in SQL: a head with thousands of
-        # support edges costs three short strings, not every supporting text (decision 21).
+        # support edges costs three short strings, not every supporting text.
         heads = {c.head_id: c.pk for c in cells}
         newest = (SupportEdge.objects.filter(version_id__in=list(heads), evidence__isnull=False)
                   .exclude(evidence__text="")
@@ -243,14 +245,14 @@ def _cell_texts(cells: list[Cell], disclose: list[str]) -> list[CellText]:
 
 def evidence_line(e: Evidence) -> str:
     """An observation on one line, as the raw reads show it. The facts are read only when there
-    is no text (a deferred column is loaded on access: decision 21)."""
+    is no text (a deferred column is loaded on access, one statement per row)."""
     facts = None if e.text.strip() else e.facts
     return " ".join(evidence_text(e.text, facts).split())
 
 
 def _load_facts_of_textless(rows: Sequence[Evidence]) -> None:
     """A raw line is the text, else the facts (``evidence_text``): load the facts of the rows
-    without text, and only theirs (decision 21)."""
+    without text, and only theirs, in one statement."""
     textless = [e for e in rows if not e.text.strip()]
     if textless:
         facts = dict(Evidence.objects.filter(pk__in=[e.pk for e in textless])
@@ -290,7 +292,7 @@ def raw_read(*, namespace: Namespace, query: str, k: int = 10, ordered: bool = F
 
 def evidence_for_pruning(ids: list[int]) -> dict[int, Evidence]:
     """The observations a raw read returned, with their embeddings and dates (the pruned
-    read compares them pairwise); the facts only of those without text (decision 21)."""
+    read compares them pairwise); the facts only of those without text."""
     rows = Evidence.objects.defer("extracted", "facts").in_bulk(ids)
     _load_facts_of_textless(list(rows.values()))
     return rows

@@ -2,12 +2,13 @@
 from its head, and an observation as graphs, lists and a version's provenance show it.
 
 A graph node, a list row or a provenance entry carries the head of an observation's text, never
-its facts, its extraction or its embedding: the whole is one link away (decision 21). Copied
+its facts, its extraction or its embedding: the whole is one link away. Copied
 whole into every node, one observation of 500 facts on one key makes a 3.4 GB graph.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -47,3 +48,9 @@ def evidence_heads(ids: Iterable[int], chars: int = GRAPH_TEXT_CHARS) -> dict[in
     return {i: {"id": i, "seq": seq, "source": source, "received_at": received, "text": text,
                 "text_chars": length, "text_truncated": length > chars}
             for i, seq, source, received, text, length in rows}
+
+
+def stored_json(value: Any) -> Any:
+    """A jsonb column read by a cursor (Django's connection loads jsonb as text), decoded as
+    the model's JSONField would."""
+    return json.loads(value) if isinstance(value, str) else value

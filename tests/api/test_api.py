@@ -464,7 +464,7 @@ def test_graph_operations_name_their_evidence_whose_node_says_why(api, ns, commi
 
 
 def test_graph_evidence_text_is_cut_and_links_to_the_whole_observation(api, ns, commit_pending):
-    from memory.selectors import GRAPH_TEXT_CHARS
+    from memory.selectors.shapes import GRAPH_TEXT_CHARS
 
     text = "A long note about the blob. " * 400  # 11,200 characters
     first = post(api, base(ns) + "observations/", {

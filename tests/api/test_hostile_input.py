@@ -9,7 +9,7 @@ from urllib.parse import quote
 import pytest
 
 from memory.models import Cell, Evidence, Version
-from memory.selectors import cell_detail
+from memory.selectors.cells import cell_detail
 from tests.api.test_api import accept, base, post
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from memory.models import AuditEntry, Evidence
-from memory.selectors import cell_detail
+from memory.selectors.cells import cell_detail
 from memory.services import token_bind, token_create, trust_set
 from tests.api.test_api import base, post
 from tests.explorer.conftest import make_user  # noqa: F401,F811 - fixture

@@ -13,7 +13,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory.models import Evidence, Version
-from memory.selectors import observation_detail, observation_when_settled, settled
+from memory.selectors import settled
+from memory.selectors.observations import observation_detail, observation_when_settled
 from memory.services import (
     namespace_drain,
     observation_fail,

@@ -9,7 +9,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from memory.models import ApiToken, Evidence, Membership, SourceTrust
-from memory.selectors import cell_detail
+from memory.selectors.cells import cell_detail
 from memory.services import token_digest
 
 pytestmark = pytest.mark.django_db

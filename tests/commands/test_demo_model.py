@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from memory.llm.embedding import reset_embedder_cache
 from memory.models import Evidence, Namespace
-from memory.selectors import cell_detail
+from memory.selectors.cells import cell_detail
 from tests.support.scripted_llm import Fault, ScriptedLLM
 
 pytestmark = pytest.mark.django_db

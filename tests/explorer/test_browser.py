@@ -12,7 +12,8 @@ import pytest
 from playwright.sync_api import expect
 
 from memory.models import Membership, Operation
-from memory.selectors import cell_detail, cell_lookup, graph_window
+from memory.selectors.cells import cell_detail, cell_lookup
+from memory.selectors.graph import graph_window
 from tests.explorer.conftest import Browsing
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -12,7 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from memory.models import Cell, Operation, Version
-from memory.selectors import op_steps, resolve_jump
+from memory.selectors.timeline import op_steps, resolve_jump
 from memory.services import observation_ingest, operation_apply
 
 pytestmark = pytest.mark.django_db
@@ -203,7 +203,7 @@ def test_the_present_timeline_counts_what_the_aggregate_counts(demo_ns: Any) -> 
     not superseded agrees, bucket by bucket and status by status, with the selectors'
     aggregate over every version."""
     from explorer.pages.cell_graph import timeline_json
-    from memory.selectors import status_timeline
+    from memory.selectors.timeline import status_timeline
 
     cell = _grow(demo_ns, "long_key", 150, per=10)
     middle = Version.objects.get(cell=cell, ordinal=70)

@@ -227,7 +227,7 @@ def test_resolve_has_no_winner_chosen_in_advance(browsing: Browsing, demo_ns: An
     # The browser asks for a choice; nothing was sent.
     assert action.locator("input[type=radio]").first.evaluate(
         "(r) => !r.validity.valid")
-    from memory.selectors import cell_detail
+    from memory.selectors.cells import cell_detail
     assert cell_detail(namespace=demo_ns, key="team_meeting_day").status == "contested"
     assert b.errors == []
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from memory.models import Evidence
-from memory.selectors import evidence_effects, frontier_page
+from memory.selectors.frontier import frontier_page
+from memory.selectors.observations import evidence_effects
 from memory.services import operation_apply
 from tests.explorer.test_views import client_for
 
@@ -83,7 +84,7 @@ def test_compare_reads_says_which_mode_agents_use_and_what_needs_a_model(
 
 
 def test_a_contested_row_shows_the_competing_values(demo_ns: Any, make_user: Any) -> None:
-    from memory.selectors import cell_detail
+    from memory.selectors.cells import cell_detail
 
     detail = cell_detail(namespace=demo_ns, key="team_meeting_day")
     assert detail.alternatives
@@ -121,7 +122,7 @@ def test_pages_go_on_past_the_counting_cap(ns: Any, make_user: Any, monkeypatch:
 
 def test_a_common_word_in_earlier_values_is_still_found(demo_ns: Any, monkeypatch: Any) -> None:
     import memory.selectors.frontier as selectors
-    from memory.selectors import cell_detail
+    from memory.selectors.cells import cell_detail
 
     detail = cell_detail(namespace=demo_ns, key="alice_home_city")
     past = next(h["value"] for h in detail.history if h["value"] != detail.value)

@@ -10,7 +10,9 @@ import pytest
 from django.test import Client
 
 from memory.models import Evidence, Membership, Operation
-from memory.selectors import cell_detail, cell_lookup, graph_window, live_fingerprint
+from memory.selectors.cells import cell_detail, cell_lookup
+from memory.selectors.graph import graph_window
+from memory.selectors.log import live_fingerprint
 from memory.services import observation_fail, observation_record, operation_apply
 
 pytestmark = pytest.mark.django_db
@@ -355,7 +357,7 @@ def test_graph_nodes_link_to_a_page_that_shows_the_whole_observation(
         demo_ns: Any, make_user: Any, make_namespace: Any) -> None:
     # A graph node carries the head of an observation's text (decision 21); the observation's
     # page shows it whole, with its facts and the operations it produced.
-    from memory.selectors import GRAPH_TEXT_CHARS
+    from memory.selectors.shapes import GRAPH_TEXT_CHARS
     from memory.services import observation_ingest
 
     text = "".join(f"Sentence {i} about the blob. " for i in range(150))

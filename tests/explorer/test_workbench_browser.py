@@ -15,7 +15,7 @@ import pytest
 from playwright.sync_api import expect
 
 from memory.models import Operation, Version
-from memory.selectors import cell_detail
+from memory.selectors.cells import cell_detail
 from memory.services import observation_ingest, operation_apply
 from tests.explorer.conftest import ARTIFACTS, Browsing
 

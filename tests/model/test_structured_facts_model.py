@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memory.models import Operation
-from memory.selectors import cell_value
+from memory.selectors.cells import cell_value
 from memory.services import observation_ingest
 from pmem_site.local_model import LocalModelServer
 from tests.model.conftest import CALL_TIMEOUT_S

@@ -22,15 +22,9 @@ from django.test.utils import CaptureQueriesContext
 
 from memory.domain import OpType
 from memory.models import Cell, FrontierVector
-from memory.selectors import (
-    cell_detail,
-    cell_lookup,
-    cell_value,
-    frontier_read,
-    graph_window,
-    raw_read,
-)
-from memory.selectors.graph import WINDOW_MAX
+from memory.selectors.cells import cell_detail, cell_lookup, cell_value
+from memory.selectors.graph import WINDOW_MAX, graph_window
+from memory.selectors.search import frontier_read, raw_read
 from memory.services import observation_ingest, observations_ingest, operation_apply
 from memory.services.frontier import frontier_flush
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory.models import Cell, KeyAlias, Version
-from memory.selectors import cell_value
+from memory.selectors.cells import cell_value
 from memory.services import observation_ingest
 
 pytestmark = pytest.mark.django_db

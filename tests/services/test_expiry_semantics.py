@@ -22,10 +22,11 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory import selectors as history
 from memory.domain import InvalidOperation, OpRequest, OpType
 from memory.domain.memgraph import MemGraph
 from memory.models import Cell, Operation, Version
+from memory.selectors.cells import cell_state
+from memory.selectors.history import HISTORY_MAX
 from memory.services import namespace_create, observation_ingest
 from memory.services.expiry import expire_due
 
@@ -66,7 +67,7 @@ def _request(kind: str, value: str) -> OpRequest:
 def _db_state(ns, moment: datetime) -> dict[str, Any]:
     out = {}
     for cell in Cell.objects.filter(namespace=ns):
-        state = history.cell_state(cell, as_of=moment, history=history.HISTORY_MAX)
+        state = cell_state(cell, as_of=moment, history=HISTORY_MAX)
         if not state.existed or not state.history:
             continue
         out[cell.key] = (state.value, str(state.status),

@@ -12,7 +12,7 @@ import pytest
 
 from memory.llm.client import endpoint_forms
 from memory.models import Operation, Version
-from memory.selectors import cell_value
+from memory.selectors.cells import cell_value
 from memory.services import observation_ingest, observations_ingest
 from tests.support.scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401 - fixture
 

@@ -12,7 +12,7 @@ from django.test import override_settings
 
 from memory.domain import OpType
 from memory.models import Cell, FrontierVector
-from memory.selectors import frontier_read
+from memory.selectors.search import frontier_read
 from memory.services import observation_ingest, observations_ingest, operation_apply
 from memory.services.frontier import frontier_flush, frontier_flush_all, stale_count
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from memory.domain import InvalidOperation, OpRequest, OpType
 from memory.domain.memgraph import MemGraph
 from memory.models import Cell, Operation, SupportEdge, Tombstone, Version
-from memory.selectors import cell_detail
+from memory.selectors.cells import cell_detail
 from memory.services import CellNotFound, operation_apply
 
 pytestmark = pytest.mark.django_db

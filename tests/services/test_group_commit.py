@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from memory.llm.embedding import HashingEmbedder
 from memory.models import Evidence
-from memory.selectors import cell_value
+from memory.selectors.cells import cell_value
 from memory.services import observation_ingest, observations_ingest
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -12,7 +12,7 @@ from django.db import IntegrityError, connection, transaction
 from django.test.utils import CaptureQueriesContext
 
 from memory.models import Evidence
-from memory.selectors import cell_value
+from memory.selectors.cells import cell_value
 from memory.services import observation_commit_at_once, observation_ingest, observation_record
 from memory.services.binding import pipelined
 from tests.support.worker import wait_until

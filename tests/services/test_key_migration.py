@@ -9,7 +9,7 @@ import pytest
 from django.apps import apps
 
 from memory.models import Cell, KeyAlias, Operation
-from memory.selectors import cell_detail
+from memory.selectors.cells import cell_detail
 from memory.services import observation_record
 
 pytestmark = pytest.mark.django_db

@@ -19,11 +19,13 @@ from django.db import transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory import selectors as history
 from memory.domain import InvalidOperation, OpRequest, OpType
 from memory.domain.memgraph import MemGraph
 from memory.domain.plan import OpInput
 from memory.models import Cell, Operation, Version
+from memory.selectors.cells import cell_state
+from memory.selectors.history import HISTORY_MAX
+from memory.selectors.timeline import status_timeline
 from memory.services import namespace_create, operation_apply
 from memory.services.graph import apply_batch
 
@@ -77,11 +79,11 @@ def _present(ns) -> dict[str, Any]:
 def _as_of(ns, moment) -> dict[str, Any]:
     out = {}
     for cell in Cell.objects.filter(namespace=ns).select_related("head"):
-        state = history.cell_state(cell, as_of=moment, history=history.HISTORY_MAX)
+        state = cell_state(cell, as_of=moment, history=HISTORY_MAX)
         if not state.existed:
             continue
         status = {"active": "active", "contested": "contested"}.get(state.status)
-        line = history.status_timeline(cell, buckets=3, as_of=moment)
+        line = status_timeline(cell, buckets=3, as_of=moment)
         counted: dict[str, int] = {}
         for b in line["bins"]:
             for name, n in b["counts"].items():

@@ -8,7 +8,7 @@ import pytest
 from memory.domain import InvalidOperation
 from memory.domain.undo import Compensation, compensation
 from memory.models import Operation, Version
-from memory.selectors import cell_detail
+from memory.selectors.cells import cell_detail
 from memory.services import NotUndoable, operation_apply, operation_undo
 
 pytestmark = pytest.mark.django_db

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from memory.models import Cell, KeyAlias
-from memory.selectors import cell_detail
+from memory.selectors.cells import cell_detail
 from tests.support.scripted_llm import Fault
 from tests.support.worker import reset_server
 from tests.tasks.helpers import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from memory.selectors import frontier_read
+from memory.selectors.search import frontier_read
 from memory.services.frontier import stale_count
 from tests.support.worker import wait_until
 from tests.tasks.helpers import assert_memory_consistent, settle, submit

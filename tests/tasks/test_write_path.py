@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from memory.models import Cell, Evidence, Operation, Version
-from memory.selectors import cell_detail
+from memory.selectors.cells import cell_detail
 from memory.services import observation_retry
 from tests.support.scripted_llm import Fault
 from tests.support.worker import reset_server, wait_until

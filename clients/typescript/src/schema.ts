@@ -621,7 +621,7 @@ export interface components {
             /** Format: date-time */
             received_at: string;
         };
-        /** @description An observation: the head of its text; the whole is at ``observation_url`` (decision 21). */
+        /** @description An observation: the head of its text; the whole is at ``observation_url``. */
         EvidenceNodeOut: {
             id: string;
             /**

@@ -41,8 +41,7 @@ def load_histories(namespace: Namespace) -> bool:
     Written deterministically whether or not a model is configured: no chat model is asked
     (``chat_model_off``: the texts go through the built-in rule patterns only, structured
     facts carry explicit ops, and no soft identity can merge two demo keys), so a model that is
-    down, slow or answers nonsense cannot change or stop it (docs/decisions.md, "The demo never
-    asks a model"). Returns False when the embeddings endpoint could not be reached: the
+    down, slow or answers nonsense cannot change or stop it. Returns False when the embeddings endpoint could not be reached: the
     observations are stored and wait for the worker, and the reviewer's steps that need their
     cells are skipped."""
     waiting = False

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from memory.selectors import namespace_named
+from memory.selectors.access import namespace_named
 from memory.services import InvalidName, namespace_create, namespace_delete, token_create
 from memory.services.namespace_delete import deletions_vacuum
 

@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from memory.domain.scopes import DEFAULT_SCOPE, Scope
 from memory.models import ApiToken, Namespace
-from memory.selectors import application_token_rows, token_rows
+from memory.selectors.access import application_token_rows, token_rows
 from memory.services import clean_namespace_prefix, token_bind, token_create, token_revoke
 
 ACTOR = "cli"
