@@ -18,7 +18,7 @@ import httpx2
 
 from . import _protocol as p
 from . import errors
-from ._base import RETRIED_TRANSPORT, T, _Base
+from ._base import RETRIED_TRANSPORT, ClientBase, T
 from .types import (
     AnswerResult,
     Cell,
@@ -33,7 +33,7 @@ from .types import (
 )
 
 
-class _AsyncCore(_Base):
+class AsyncCore(ClientBase):
     """The capabilities over one ``httpx2`` client; a request is sent by :meth:`_send`, a
     capability's steps (:mod:`pmem_client._protocol`) run by :meth:`_run`."""
 

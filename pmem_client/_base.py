@@ -18,7 +18,7 @@ DEFAULT_TIMEOUT = 60.0  # above the server's 30 s wait=1, so a waiting remember 
 WAIT_TIMEOUT = 120.0  # how long remember/retract/... poll an observation the server left pending
 
 
-class _Base:
+class ClientBase:
     """What both clients share: configuration, the namespace, and the retry decisions."""
 
     def __init__(self, base_url: str, token: str, *, namespace: str | None,

@@ -20,7 +20,7 @@ import httpx2
 
 from . import _protocol as p
 from . import errors
-from ._base import RETRIED_TRANSPORT, T, _Base
+from ._base import RETRIED_TRANSPORT, ClientBase, T
 from .types import (
     AnswerResult,
     Cell,
@@ -35,7 +35,7 @@ from .types import (
 )
 
 
-class _SyncCore(_Base):
+class SyncCore(ClientBase):
     """The capabilities over one ``httpx2`` client; a request is sent by :meth:`_send`, a
     capability's steps (:mod:`pmem_client._protocol`) run by :meth:`_run`."""
 

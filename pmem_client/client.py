@@ -18,13 +18,13 @@ from typing import Any
 import httpx2
 
 from . import _protocol as p
-from ._async_core import _AsyncCore
+from ._async_core import AsyncCore
 from ._base import DEFAULT_TIMEOUT, WAIT_TIMEOUT
-from ._sync_core import _SyncCore
+from ._sync_core import SyncCore
 from .types import Cell, NamespaceInfo, Operation
 
 
-class Client(_SyncCore):
+class Client(SyncCore):
     """The P-Mem API, synchronously. ``base_url`` is the server's root
     (``http://127.0.0.1:8000``); the namespace is ``namespace``, else the token's (asked once,
     from ``whoami``). An application token (``pmem_token create --prefix``) reaches every
@@ -86,7 +86,7 @@ class Client(_SyncCore):
         return self._pages(p.namespaces_call(limit=page_size), NamespaceInfo.from_json)
 
 
-class AsyncClient(_AsyncCore):
+class AsyncClient(AsyncCore):
     """:class:`Client` for asyncio: the same methods, awaited (iterators are async)."""
 
     def __init__(self, base_url: str, token: str, *, namespace: str | None = None,

@@ -3,21 +3,17 @@ they are generated schema, reviewed as such). Counts lines from the ``def``/``cl
 (decorators included) to the last line of the body, docstrings and comments included.
 
 With ``--modules DIR…``: no Python module under those folders over 450 lines and no script
-over 350, unless its first lines say why ("over 450 lines on purpose" / "over 350 lines on
-purpose", with the reason): a long module is a design decision, stated where it is read."""
+over 350, with no exemption: a module that grows past that is split by responsibility."""
 
 from __future__ import annotations
 
 import ast
-import re
 import sys
 from pathlib import Path
 
 MAX_CLASS = 200
 MAX_FUNCTION = 60
 MAX_MODULE = {".py": 450, ".js": 350}
-#: Where a long module says why: in its first lines.
-REASON = re.compile(r"over \d+ lines on purpose", re.IGNORECASE)
 
 
 def oversized(path: Path) -> list[str]:
@@ -38,9 +34,7 @@ def long_module(path: Path) -> str | None:
     limit = MAX_MODULE[path.suffix]
     if len(lines) <= limit:
         return None
-    if REASON.search("\n".join(lines[:12])):
-        return None
-    return f"{path}: {len(lines)} lines (at most {limit}, or say why in its first lines)"
+    return f"{path}: {len(lines)} lines (at most {limit})"
 
 
 def main(args: list[str]) -> int:
@@ -54,8 +48,8 @@ def main(args: list[str]) -> int:
                  for problem in [long_module(path)] if problem]
     print("\n".join(problems) or f"sizes: every class ≤ {MAX_CLASS} lines, "
                                    f"every function ≤ {MAX_FUNCTION}"
-                                   + (", every module ≤ 450 lines, every script ≤ 350 (or says"
-                                      " why)" if module_roots else ""))
+                                   + (", every module ≤ 450 lines, every script ≤ 350"
+                                      if module_roots else ""))
     return 1 if problems else 0
 
 

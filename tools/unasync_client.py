@@ -24,7 +24,7 @@ HEADER = ("# Generated from _async_core.py by tools/unasync_client.py: do not ed
           "# Regenerate with `.venv/bin/python tools/unasync_client.py`.\n")
 #: Beyond unasync's own (``AsyncIterator`` -> ``Iterator``, ``__aenter__`` -> ``__enter__``, ...).
 RENAMES = {
-    "_AsyncCore": "_SyncCore",
+    "AsyncCore": "SyncCore",
     "AsyncClient": "Client",  # httpx2's
     "asyncio": "time",  # asyncio.sleep -> time.sleep
     "_async_core": "_sync_core",

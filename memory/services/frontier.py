@@ -2,7 +2,7 @@
 
 A commit never inserts into it. A head move marks the cell ``vector_stale`` and deletes its
 copy in ``memory_frontiervector`` (a heap delete: the HNSW entry dies with the row). Reads
-search the index and scan the stale cells exactly (:func:`memory.selectors.frontier_read`),
+search the index and scan the stale cells exactly (:func:`memory.selectors.search.frontier_read`),
 so they are exact at once; :func:`frontier_flush` re-indexes the stale cells in bulk — once
 per cell however often it moved since — when a namespace holds ``PMEM_FRONTIER_FLUSH_AT``
 of them (checked by the drain after each commit group) and on the worker's periodic sweep.
