@@ -1,4 +1,4 @@
-"""Drop the HNSW index on ``Cell.key_embedding`` (decision 15).
+"""Drop the HNSW index on ``Cell.key_embedding``.
 
 Every non-HOT update of a cell row (a head move, an embedding refresh) inserted one entry into
 each HNSW index on the table; two indexes doubled that, the most expensive part of a commit.

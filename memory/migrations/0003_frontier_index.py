@@ -1,4 +1,4 @@
-"""The frontier index off the cell row, and no redundant indexes on the write path (decisions 15, 17).
+"""The frontier index off the cell row, and no redundant indexes on the write path.
 
 Every non-HOT update of a cell (each head move) inserted an entry into the HNSW index on
 ``memory_cell``: the dearest step of a commit. The index now lives on ``memory_frontiervector``,

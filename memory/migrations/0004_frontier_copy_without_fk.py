@@ -1,4 +1,4 @@
-"""The frontier copy loses its foreign-key constraint to the cell (decision 18).
+"""The frontier copy loses its foreign-key constraint to the cell.
 
 A flush inserts copies while commits go on. The copy is derived data that the flush keeps
 consistent itself (it drops any copy whose cell is gone; the ORM still cascades a cell's

@@ -1,4 +1,4 @@
-"""A btree on the frontier copy's namespace (decision 17).
+"""A btree on the frontier copy's namespace.
 
 The HNSW index is shared by every namespace; without this, the planner's alternative for a
 namespace holding few of the copies was a sequential scan of all of them (80 ms at 100k

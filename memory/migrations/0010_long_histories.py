@@ -1,4 +1,4 @@
-"""Long histories and time travel (SPEC §9, §10; decisions 50-52).
+"""Long histories and time travel (SPEC §9, §10).
 
 Adds what bounded reads and exact "as of" reads need, and backfills it:
 
@@ -13,7 +13,7 @@ Adds what bounded reads and exact "as of" reads need, and backfills it:
   for the present, and for the past as far as the log allows.
 The history's value search needs no new index: it reads ``version_value_tsv`` (migration 0008,
 the folded value's lexemes and the namespace's; ``pg_trgm`` is not in the embedded
-PostgreSQL: decision 52).
+PostgreSQL).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@
 2. ``Version.restores``: the revoked or contradicted version a ``restore`` brought back,
    indexed only where set.
 3. ``op_closed_contest_idx``: the operations that closed a contest (``payload.closed_contest``,
-   written from now on), for the review queue's "closed by later writes" (decision 63).
+   written from now on), for the review queue's "closed by later writes".
 4. Backfill. Rows written before this migration named the method as the actor (``extractor``,
    ``annotator``) or a bare ``api``. Each such row now names who asked — the observation's
    recorder (``api:<token>``, ``mcp:<token>``, ``user:<name>``), else ``system`` — and the
