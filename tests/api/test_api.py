@@ -448,7 +448,7 @@ def test_cells_list_items_have_the_full_cell_shape_in_bounded_queries(api, ns):
 def test_graph_operations_name_their_evidence_whose_node_says_why(api, ns, commit_pending):
     # The retraction's observation supports no version, yet it is why the revoke happened:
     # it is an evidence node of the graph, and the operation names it (its text is held once,
-    # on that node, not copied into every operation; decision 21).
+    # on that node, not copied into every operation).
     post(api, base(ns) + "observations/", {"text": "Earlier observation: mug 1 was in table 1."})
     post(api, base(ns) + "observations/", {"text": "Update: mug 1 has been moved from table 1 to shelf 2."})
     post(api, base(ns) + "observations/", {"text": "The move of mug 1 to shelf 2 was reported in error."})

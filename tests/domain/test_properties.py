@@ -139,7 +139,7 @@ def test_k_retractions_reinstate_value_before_k_most_recent_commits(values, data
     assert g.head_value(K) == expected
 
 
-# --- restore (SPEC §3, decision 60) --------------------------------------------------------------
+# --- restore (SPEC §3) --------------------------------------------------------------
 
 restore_step = st.one_of(commit_step, st.tuples(st.just("restore"), st.integers(0, 40)))
 

@@ -1,5 +1,5 @@
 """SPEC §3 ``restore``: the undo of a retraction or rejection, one test per cell state and
-per refusal, on the pure core (decision 60)."""
+per refusal, on the pure core."""
 
 from __future__ import annotations
 

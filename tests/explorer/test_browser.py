@@ -242,7 +242,7 @@ def test_read_modes_side_by_side_and_the_operation_log(browsing: Browsing, demo_
 def test_an_operation_node_shows_its_observation_and_links_to_the_whole(
         browsing: Browsing, demo_ns: Any, make_user: Any) -> None:
     # The retraction's observation supports no version; its text is held once, on its
-    # evidence node, and the revoke's details still say why (decision 21).
+    # evidence node, and the revoke's details still say why.
     b = browsing
     b.login(make_user("viewer", demo_ns))
     _open_cell(b, demo_ns, "mug_1_location")

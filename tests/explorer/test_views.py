@@ -355,7 +355,7 @@ def test_an_alias_redirects_to_the_canonical_cell(demo_ns: Any, make_user: Any) 
 
 def test_graph_nodes_link_to_a_page_that_shows_the_whole_observation(
         demo_ns: Any, make_user: Any, make_namespace: Any) -> None:
-    # A graph node carries the head of an observation's text (decision 21); the observation's
+    # A graph node carries the head of an observation's text; the observation's
     # page shows it whole, with its facts and the operations it produced.
     from memory.selectors.shapes import GRAPH_TEXT_CHARS
     from memory.services import observation_ingest

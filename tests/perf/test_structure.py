@@ -1,4 +1,4 @@
-"""What keeps the write and read paths fast, asserted structurally (decisions 14-19).
+"""What keeps the write and read paths fast, asserted structurally.
 
 ``manage.py pmem_bench perf`` measures the times; these tests pin down why they hold: the
 statements a commit issues do not grow with the observation's history or the namespace's, a
@@ -33,11 +33,11 @@ pytestmark = pytest.mark.django_db
 FACTS = 30
 #: Statements one observation of 30 facts may cost, end to end (record, extract, plan,
 #: commit, embedding refresh; BEGIN/COMMIT included). It was 35 when this was first written,
-#: 25 since the drain extracts inside its commit without a model (decision 14), 21 since the
+#: 25 since the drain extracts inside its commit without a model, 21 since the
 #: one-transaction ingest neither nests a savepoint nor re-reads the row it just inserted,
-#: and checks what is ahead of it in its insert (decision 147), 18 since it inserts the row
+#: and checks what is ahead of it in its insert, 18 since it inserts the row
 #: committed, locks own keys and aliases in one statement, takes new cells from their
-#: insert and reads nothing back after its commit (decision 153).
+#: insert and reads nothing back after its commit.
 MAX_STATEMENTS_PER_OBSERVATION = 18
 
 
@@ -206,7 +206,7 @@ def test_a_small_namespace_is_not_read_by_scanning_every_namespaces_copies(make_
 
 def test_no_hnsw_index_on_cells_and_one_on_the_frontier_copy():
     # Every non-HOT update of a row inserts into each HNSW index of its table: a head move
-    # rewrites the cell row, so the cell table must carry none (decision 15).
+    # rewrites the cell row, so the cell table must carry none.
     with connection.cursor() as cur:
         cur.execute("SELECT tablename, indexname FROM pg_indexes WHERE tablename IN"
                     " ('memory_cell', 'memory_frontiervector') AND indexdef ILIKE '%%USING hnsw%%'")
@@ -228,7 +228,7 @@ def test_a_commit_never_inserts_into_the_frontier_index(ns):
 def test_group_commit_shares_one_transaction_among_observations(ns):
     # Without a model the drain commits consecutive observations in one transaction: eight
     # observations recorded together cost two COMMITs (record, commit), not sixteen; one
-    # observation in-process is recorded and committed in one (decision 87).
+    # observation in-process is recorded and committed in one.
     single = _statements(observation_ingest, namespace=ns, facts=_facts(FACTS, 0))
     grouped = _statements(observations_ingest, namespace=ns,
                           observations=[{"facts": _facts(FACTS, r)} for r in range(1, 9)])
@@ -266,7 +266,7 @@ def test_the_commits_bulk_statements_are_prepared_unless_turned_off(ns, settings
         assert cur.fetchone()[0] == (1 if prepared else 0)
 
 
-# --- bounded memory per request: what each read loads of memory_evidence (decision 21) --------
+# --- bounded memory per request: what each read loads of memory_evidence --------
 
 #: What no list, graph or page loads of an observation unless it shows it: the client's facts
 #: (up to a megabyte of JSON), the extraction and the embedding. The text is the observation

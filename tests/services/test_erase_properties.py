@@ -179,7 +179,7 @@ def check_redacted(before: tuple[list[str], str], after: tuple[list[str], str],
         held = [s for s in strings(now) for v in secrets if holds(s, v)]
         assert held == [], (column, held)
     # The digest of the request as sent would still answer "was it this value?": dropped
-    # from a redacted row (a retry of it then replays, decision 44).
+    # from a redacted row (a retry of it then replays).
     assert new["request_digest"] is None
     for column in set(old) - {"text", "source", "error", "facts", "extracted", "embedding",
                               "request_digest"}:

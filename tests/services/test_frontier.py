@@ -1,4 +1,4 @@
-"""The frontier index kept off the commit path (decisions 15, 18): commits mark moved cells stale and
+"""The frontier index kept off the commit path: commits mark moved cells stale and
 drop their indexed copies, reads merge the HNSW search with an exact scan of the stale cells,
 and a flush re-indexes them. Reads must be exact at every moment in between."""
 
@@ -284,7 +284,7 @@ def test_a_commit_never_waits_for_a_flush_copying_its_cell(ns):
 
 
 def test_the_support_disclosure_shows_the_newest_three_texts_of_each_head(ns):
-    # Read in SQL, three per head and cut (decision 21): a head supported a thousand times
+    # Read in SQL, three per head and cut: a head supported a thousand times
     # must not load a thousand texts. Facts-only support (no text) is skipped, not counted.
     for i in range(5):
         observation_ingest(namespace=ns, text=f"Report {i} says " + "the blob is heavy. " * 20,

@@ -1,5 +1,5 @@
 """``observation_ingest`` without a model records and commits an observation in ONE
-transaction when nothing is ahead of it (decision 87): the seq order still holds when another
+transaction when nothing is ahead of it: the seq order still holds when another
 observation is recorded while the ingest waits for its seq, and the transaction pays only
 for the graph it writes."""
 

@@ -1,5 +1,5 @@
 """Migration 0010's backfill rebuilds what the commit keeps: ordinals, counters and status spans
-from the operation log's effects (decision 50)."""
+from the operation log's effects."""
 
 from __future__ import annotations
 

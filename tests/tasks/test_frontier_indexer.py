@@ -1,4 +1,4 @@
-"""The frontier's background indexer inside a real Celery worker (decision 18): the drain hands
+"""The frontier's background indexer inside a real Celery worker: the drain hands
 the HNSW re-indexing to a thread of the worker process, which flushes beside the commits."""
 
 from __future__ import annotations
