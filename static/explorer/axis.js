@@ -44,4 +44,13 @@ export function drawAxis(axis, startIso, endIso) {
     if (tick.at > 0.8) span.classList.add("tl-tick-end");
     axis.appendChild(span);
   }
+  // A label that would run into the one before it is left out (a phone's narrow axis): the
+  // first (with its day and zone) always stays.
+  if (!axis.clientWidth) return;
+  let right = -Infinity;
+  for (const span of [...axis.children]) {
+    const box = span.getBoundingClientRect();
+    if (box.left < right + 8) span.remove();
+    else right = box.right;
+  }
 }
