@@ -65,7 +65,7 @@ export function timeline(box) {
     }
     const first = buckets[0];
     const last = buckets[buckets.length - 1];
-    drawAxis(box.querySelector(".timeline-axis"), first.start, last.end);
+    drawAxis(box.querySelector(".timeline-axis"), first.start, last.end, box.querySelector(".timeline-day"));
     const totals = {};
     for (const b of buckets) for (const s of ORDER) totals[s] = (totals[s] || 0) + (b.counts[s] || 0);
     summary.textContent = (data.versions ?? 0).toLocaleString("en") + " versions: "

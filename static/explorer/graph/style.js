@@ -23,8 +23,8 @@ export function graphStyle() {
     { selector: "node.revoked", style: { "border-style": "dashed" } },
     { selector: "node.version.head", style: { "border-width": 3, "border-color": "#1d2330" } },
     // The summary's groups (summary.js): larger type, so that Fit on a long window still reads.
-    { selector: "node.group", style: { shape: "round-rectangle", width: 156, height: 84, "font-size": 13,
-      "text-max-width": 146, "background-color": "#eef2f7", "border-color": "#4b5563" } },
+    { selector: "node.group", style: { shape: "round-rectangle", width: 176, height: 96, "font-size": 13,
+      "text-max-width": 166, "background-color": "#eef2f7", "border-color": "#4b5563" } },
     { selector: "node.group.current", style: { "border-width": 3, "border-color": "#1d2330" } },
     { selector: "node:selected", style: { "border-width": 4, "border-color": "#0b57d0",
       "overlay-color": "#0b57d0", "overlay-opacity": 0.12, "overlay-padding": 4 } },

@@ -4,8 +4,8 @@
 // a group shows its versions at a readable size.
 import { versions } from "./layout.js";
 
-const GROUP_W = 156;
-const GROUP_H = 84;
+const GROUP_W = 176;
+const GROUP_H = 96;
 const GAP_X = 44;
 const GAP_Y = 36;
 
@@ -39,7 +39,7 @@ export function groups(state, count) {
 
 function label(g) {
   const range = g.first === g.last ? "v" + g.first : "v" + g.first + "–v" + g.last;
-  const lines = [range + " · " + g.size + " version" + (g.size === 1 ? "" : "s"),
+  const lines = [range, g.size + " version" + (g.size === 1 ? "" : "s"),
     Object.entries(g.counts).map(([s, c]) => c + " " + s).join(", ")];
   if (g.head) lines.push("current: “" + short(g.head.label, 14) + "”");
   return lines.join("\n");
