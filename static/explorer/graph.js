@@ -8,7 +8,7 @@ import { showDetails, title } from "./graph/details.js";
 import { edgeKey, elements, versions as windowVersions } from "./graph/layout.js";
 import { graphStyle } from "./graph/style.js";
 import { fetchGraph, fromHash, keyboard, nodeNamed, report } from "./graph/input.js";
-import { beyondView, frame, loaded, placeAt, plan, screenX, versionNode } from "./graph/paging.js";
+import { beyondView, frame, loaded, placeAt, plan, screenX, setButtons, versionNode } from "./graph/paging.js";
 import { groups, layoutFor, summaryElements, summaryText } from "./graph/summary.js";
 import { inView, MIN_READABLE, PAD, readable, wheelZoom, windowText, zoomAt } from "./graph/viewport.js";
 
@@ -143,12 +143,7 @@ export function graph(container, details) {
   function updateButtons() {
     const beyond = state.mode === "detail" ? beyondView(cy, state.total, versions().length)
       : { older: state.older, newer: state.newer };
-    for (const side of ["older", "newer"]) {
-      const button = $("graph-" + side);
-      if (!button) continue;
-      button.disabled = busy || beyond[side] <= 0;
-      button.querySelector("[data-count]").textContent = beyond[side] > 0 ? "(" + beyond[side].toLocaleString("en") + ")" : "";
-    }
+    setButtons(beyond, busy);
   }
 
   function updateControls() {

@@ -78,3 +78,13 @@ export function beyondView(cy, total, drawn) {
   if (!seen.length) return { older: drawn ? 1 : 0, newer: drawn ? 1 : 0 };
   return { older: seen[0] - 1, newer: total - seen[seen.length - 1] };
 }
+
+// Older / Newer: disabled at their end (or while a request runs), each with its count.
+export function setButtons(beyond, busy) {
+  for (const side of ["older", "newer"]) {
+    const button = document.getElementById("graph-" + side);
+    if (!button) continue;
+    button.disabled = busy || beyond[side] <= 0;
+    button.querySelector("[data-count]").textContent = beyond[side] > 0 ? "(" + beyond[side].toLocaleString("en") + ")" : "";
+  }
+}
