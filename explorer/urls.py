@@ -52,6 +52,7 @@ explorer_patterns = [
     path("ns/<slug:ns>/export/frontier.<str:fmt>", exports.export_frontier,
          name="export_frontier"),
     path(f"{CELL}diff/", diff.diff, name="diff"),
+    path(f"{CELL}diff/versions/", diff.diff_versions, name="diff_versions"),
     path(f"{CELL}export.<str:fmt>", exports.export_history, name="export_history"),
     path("ns/<slug:ns>/read/", read.read_compare, name="read"),
     path("ns/<slug:ns>/access/", members.access_page, name="access"),

@@ -26,8 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 WIDTHS = (("wide", 1366, 768), ("phone", 390, 844))
-#: (file name, path; {ns} is the namespace). A new page: one more line.
-PAGES = (
+#: (file name, path; {ns} is the namespace), and "fit" where the graph's Fit is pressed (a
+#: long history's summary). A new page: one more line.
+PAGES: tuple[tuple[str, ...], ...] = (
     ("index", "/"),
     ("frontier", "/ns/{ns}/"),
     ("frontier-contested", "/ns/{ns}/?show=contested"),
@@ -41,6 +42,9 @@ PAGES = (
     ("cell-details", "/ns/{ns}/cells/mug_1_location/#v2"),
     ("review", "/ns/{ns}/review/"),
     ("diff", "/ns/{ns}/cells/alice_home_city/diff/"),
+    ("diff-contest", "/ns/{ns}/cells/team_meeting_day/diff/"),
+    ("cell-long", "/ns/{ns}/cells/robot_position/"),
+    ("cell-summary", "/ns/{ns}/cells/robot_position/", "fit"),
     ("404", "/ns/{ns}/cells/no_such_key/"),
 )
 
@@ -73,6 +77,14 @@ def own_server() -> Iterator[str]:
                 "u, new = g().objects.get_or_create(username='reviewer'); "
                 "new and (u.set_password('reviewer') or u.save()); "
                 "membership_set(namespace=Namespace.objects.get(name='demo'), user=u, role='admin')")
+        # A long history (120 versions) for the graph's paging and its summary.
+        _manage("shell", "-c", "from memory.models import Namespace, Version; "
+                "from memory.services import operation_apply; "
+                "ns = Namespace.objects.get(name='demo'); "
+                "n = Version.objects.filter(cell__namespace=ns, cell__key='robot_position').count(); "
+                "[operation_apply(namespace=ns, key='robot_position', op='accept', "
+                "value=f'shelf {i}', actor='api:robot', explicit=True, reason='moved') "
+                "for i in range(n, 120)]")
         port = _free_port()
         server = subprocess.Popen([sys.executable, "-m", "gunicorn", "pmem_site.wsgi:application",
                                    "--bind", f"127.0.0.1:{port}", "--workers", "2"], cwd=ROOT)
@@ -122,9 +134,14 @@ def shoot(base_url: str, user: str, password: str, ns: str) -> list[Path]:
             page.fill("#id_password", password)
             page.click("button[type=submit]")
             page.wait_for_url(base_url + "/")
-            for name, url in PAGES:
+            for name, url, *action in PAGES:
                 page.goto(base_url + url.format(ns=ns))
                 page.wait_for_load_state("networkidle")
+                if action == ["fit"]:
+                    page.wait_for_function("() => window.pmemGraph && window.pmemGraph.renders")
+                    page.click("#graph-fit")
+                    page.wait_for_selector("#graph[data-mode='summary']")
+                    page.locator("#graph").scroll_into_view_if_needed()
                 if "#v" in url:  # a selected version: its details, where the page shows them
                     page.wait_for_function("() => document.getElementById('graph').dataset.selected")
                     page.locator("#node-details").scroll_into_view_if_needed()

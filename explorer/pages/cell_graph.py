@@ -23,6 +23,9 @@ from memory.domain.wording import plain_reason
 from memory.selectors.graph import SIDES, WINDOW_DEFAULT, WINDOW_MAX, graph_window
 from memory.selectors.timeline import BUCKETS_DEFAULT, TICK, resolve_jump, status_timeline
 
+#: The fewest time buckets a timeline may ask for (a phone's: each bar a finger wide).
+BUCKETS_MIN = 4
+
 if TYPE_CHECKING:  # the explorer reads through memory.selectors; the model is a type here
     from memory.models import Cell
 
@@ -111,8 +114,13 @@ def cell_graph(request: HttpRequest, ns: str, key: str) -> HttpResponse:
 @require_GET
 @answers_refusals
 def cell_timeline(request: HttpRequest, ns: str, key: str) -> HttpResponse:
-    """The compact timeline of the whole chain: counts by time bucket and status."""
+    """The compact timeline of the whole chain: counts by time bucket and status, in
+    ``buckets`` stretches (default 60; fewer on a narrow screen, where each bar is a finger
+    wide)."""
     access = namespace_access(request.user, ns)
     moment = as_of(request)
-    return JsonResponse(timeline_json(load_cell(access, key), as_of=moment),
+    buckets = int_param(request, "buckets", BUCKETS_DEFAULT, maximum=BUCKETS_DEFAULT)
+    if buckets is None or buckets < BUCKETS_MIN:
+        raise BadParameter("buckets", f"a whole number from {BUCKETS_MIN} to {BUCKETS_DEFAULT}")
+    return JsonResponse(timeline_json(load_cell(access, key), as_of=moment, buckets=buckets),
                         encoder=DjangoJSONEncoder)

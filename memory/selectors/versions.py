@@ -40,8 +40,6 @@ CHOICES = 12
 #: Retracted or rejected versions the cell page offers to restore (the newest; the history's
 #: rows link to the rest).
 RESTORABLE = 10
-#: Versions the side-by-side comparison lists to pick from (the newest).
-DIFF_CHOICES = 200
 _ORDINAL = re.compile(r"^v\s*(\d{1,12})$", re.IGNORECASE)
 _GLOBAL_ID = re.compile(r"^(?:id\s*|#)(\d{1,18})$", re.IGNORECASE)
 _BARE = re.compile(r"^\d{1,12}$")
@@ -240,11 +238,6 @@ def version_by_name(cell: Cell, text: str) -> int | None:
     found: int | None = (Version.objects.filter(cell=cell, ordinal=int(text))
                          .values_list("id", flat=True).first())
     return found
-
-
-def diff_choices(*, namespace: Namespace, key: str, limit: int = DIFF_CHOICES) -> list[Any]:
-    return list(Version.objects.filter(cell__namespace=namespace, cell__key=key).order_by("-id")
-                .values("id", "ordinal", "status", value_head=Left("value", 60))[:limit])
 
 
 HISTORY_FIELDS = ("version", "value", "status", "valid_from", "valid_to", "support",

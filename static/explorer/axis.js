@@ -1,5 +1,6 @@
 // The timeline's time axis: ticks at round instants (every 0.1 s, 15 min, 1 day, 1 month …)
-// chosen so that 3 to 6 fit, each labelled only as precisely as its step needs (UTC). Two
+// chosen so that 2 to 6 fit the axis's width, each labelled only as precisely as its step needs
+// (UTC; the day and zone on a line under the axis). Two
 // ends of a short history no longer read the same minute.
 import { parse } from "./dates.js";
 
@@ -34,14 +35,30 @@ export function ticks(startIso, endIso, most = 6) {
   return out.length ? out : [{ at: 0, text: label(a, S, true) + " UTC" }];
 }
 
-export function drawAxis(axis, startIso, endIso) {
+export function drawAxis(axis, startIso, endIso, dayLine) {
   axis.replaceChildren();
-  for (const tick of ticks(startIso, endIso)) {
+  // As many ticks as fit the axis's width (a phone's holds two or three).
+  const list = ticks(startIso, endIso, Math.max(2, Math.min(6, Math.floor((axis.clientWidth || 660) / 110))));
+  // The first label's day and zone go on a line of their own under the axis, so that the
+  // clock labels fit beside each other.
+  const m = list.length > 1 ? /^(\d{4}-\d{2}-\d{2}) (.+) UTC$/.exec(list[0].text) : null;
+  if (m) list[0].text = m[2];
+  if (dayLine) dayLine.textContent = m ? m[1] + " (UTC)" : "";
+  for (const tick of list) {
     const span = document.createElement("span");
     span.className = "tl-tick";
     span.textContent = tick.text;
     span.style.left = (tick.at * 100).toFixed(2) + "%"; // CSSOM: allowed by the CSP
     if (tick.at > 0.8) span.classList.add("tl-tick-end");
     axis.appendChild(span);
+  }
+  // A label that would run into the one before it is left out (a phone's narrow axis): the
+  // first (with its day and zone) always stays.
+  if (!axis.clientWidth) return;
+  let right = -Infinity;
+  for (const span of [...axis.children]) {
+    const box = span.getBoundingClientRect();
+    if (box.left < right + 8) span.remove();
+    else right = box.right;
   }
 }

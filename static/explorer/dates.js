@@ -1,12 +1,20 @@
-// Every time the explorer shows, formatted here once: the reader's local time with its year
-// and zone (UTC kept on hover), and UTC where the graph, the timeline or a title names an
-// instant exactly. The server writes times in UTC (explorer_tags.utc_text); this module turns
-// them into the reader's.
+// Every time the explorer shows, formatted here once and in one shape, "2026-12-01 14:03:05
+// CET": the reader's local time with its zone (UTC kept on hover), and UTC where the graph, the
+// timeline or a title names an instant exactly. The server writes the same shape in UTC
+// (explorer_tags.utc_text); this module turns it into the reader's.
 
-const LOCAL = new Intl.DateTimeFormat(undefined, {
-  year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit",
-  second: "2-digit", timeZoneName: "short",
+const LOCAL = new Intl.DateTimeFormat("en-US", {
+  year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit",
+  second: "2-digit", hourCycle: "h23", timeZoneName: "short",
 });
+
+// "2026-12-01 15:03:05 CET": the moment in the reader's zone, shaped as utcText is.
+export function localText(value) {
+  const d = parse(value);
+  if (!d) return "";
+  const p = Object.fromEntries(LOCAL.formatToParts(d).map((x) => [x.type, x.value]));
+  return p.year + "-" + p.month + "-" + p.day + " " + p.hour + ":" + p.minute + ":" + p.second + " " + p.timeZoneName;
+}
 
 const pad = (n) => String(n).padStart(2, "0");
 
@@ -41,7 +49,7 @@ export function localizeTimes(root) {
     if (el.dataset.localized) continue;
     const d = parse(el.getAttribute("datetime"));
     if (!d) continue;
-    el.textContent = LOCAL.format(d);
+    el.textContent = localText(d);
     el.title = utcText(d);
     el.dataset.localized = "1";
   }

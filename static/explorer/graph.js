@@ -1,17 +1,18 @@
-// The cell page's graph: draws a window of the provenance graph with Cytoscape.js (never the
-// whole history: the server sends ~40 versions around the head with their evidence, operations
-// and tombstones), extends it in place (older / newer), jumps it (timeline, jump form, a #v<id>
-// in the URL), shows a selected node's details, mirrors the selection in the URL and in the
-// history table (pmem-select events), and redraws when the cell changes (pmem-graph after an
-// action, pmem-changed from the live poller). window.pmemGraph exposes what was drawn.
+// The cell page's graph with Cytoscape.js: a window of ~40 versions around the current value
+// (never the whole history) with their evidence, operations and tombstones. It opens on the
+// current value, pages the view by what it shows (paging.js), draws a summary when zoomed out
+// too far to read (summary.js), jumps (timeline, jump form, #v12 in the URL), shows a node's
+// details, mirrors the selection in the URL and the history table (pmem-select), and redraws
+// when the cell changes (pmem-graph after an action, pmem-changed from the live poller).
 import { showDetails, title } from "./graph/details.js";
 import { edgeKey, elements, versions as windowVersions } from "./graph/layout.js";
 import { graphStyle } from "./graph/style.js";
-import { inView, readable, wheelZoom, windowText, zoomAt } from "./graph/viewport.js";
+import { fetchGraph, fromHash, keyboard, nodeNamed, report } from "./graph/input.js";
+import { beyondView, frame, loaded, placeAt, plan, screenX, setButtons, versionNode } from "./graph/paging.js";
+import { groups, layoutFor, summaryElements, summaryText } from "./graph/summary.js";
+import { inView, MIN_READABLE, PAD, readable, wheelZoom, windowText, zoomAt } from "./graph/viewport.js";
 
 const MAX_VERSIONS = 500; // what one window request may ask for (CONTRACT: limit max 500)
-// Edges the explorer adds to the typed graph: operation → version, operation → observation.
-const DERIVED = new Set(["applied_to", "caused_by"]);
 
 export function graph(container, details) {
   const URL_BASE = container.dataset.url;
@@ -20,7 +21,7 @@ export function graph(container, details) {
 
   const state = {
     nodes: new Map(), edges: new Map(), older: 0, newer: 0, total: 0, anchor: null,
-    head: null,
+    head: null, mode: "detail",
   };
   let cy = null;
   let selected = null;
@@ -54,7 +55,7 @@ export function graph(container, details) {
       if (selected) {
         const el = cy.getElementById(selected);
         el.select();
-        if (scroll) cy.animate({ center: { eles: el } }, { duration: 200 });
+        if (scroll) frame(cy, el);
       }
     }
     showDetails(details, state, selected);
@@ -74,9 +75,41 @@ export function graph(container, details) {
   // --- viewport -------------------------------------------------------------------------------
 
   // A long window would be fitted into illegibly small type: keep a readable zoom and show the
-  // newest end (the right); the rest is a drag, a Ctrl+wheel or the Fit button away.
+  // current value (the newest end when it lies there); the rest is a drag, Older / Newer or
+  // the summary (Fit) away.
   function reset() {
+    if (state.mode !== "detail") {
+      state.mode = "detail";
+      draw();
+      return;
+    }
     readable(cy);
+    const head = state.head && cy.getElementById(state.head);
+    if (head && head.nonempty() && !inView(cy).includes(head.data("ordinal"))) frame(cy, head);
+    showWindow();
+  }
+
+  // Too far out to read: the summary; a group (or zooming in) shows versions again.
+  function summarize() {
+    if (state.mode === "summary" || !cy) return;
+    state.mode = "summary";
+    draw();
+  }
+  const tooFar = () => state.mode === "detail" && cy && cy.zoom() < MIN_READABLE - 1e-6;
+  function fitOrSummarize() {
+    if (!cy || state.mode === "summary") return;
+    cy.stop(true);
+    cy.fit(undefined, PAD);
+    if (tooFar()) summarize();
+  }
+  function openGroup(node) {
+    const first = node.data("first");
+    const last = node.data("last");
+    state.mode = "detail";
+    draw();
+    readable(cy);
+    const middle = versionNode(cy, Math.round((first + last) / 2)) || versionNode(cy, last);
+    if (middle) frame(cy, middle);
     showWindow();
   }
 
@@ -87,30 +120,37 @@ export function graph(container, details) {
     pending = true;
     requestAnimationFrame(() => {
       pending = false;
-      status.textContent = windowText(inView(cy), versions().length, state.total);
+      status.textContent = state.mode === "summary" ? summaryText(groups(state, cy.nodes(".group").length), state.total)
+        : windowText(inView(cy), versions().length, state.total);
+      updateButtons();
     });
   }
 
-  const zoomBy = (factor, at) => zoomAt(cy, factor, at);
-  wheelZoom(container, () => cy);
+  function zoomBy(factor, at) {
+    if (state.mode === "summary") {
+      if (factor > 1) reset();
+      return;
+    }
+    zoomAt(cy, factor, at);
+    if (tooFar()) summarize();
+  }
+  wheelZoom(container, () => (state.mode === "summary" ? null : cy), () => { if (tooFar()) summarize(); });
 
   // --- drawing --------------------------------------------------------------------------------
 
+  // Older / Newer by what the view holds: each says how many versions lie beyond the view on
+  // its side (in the summary: beyond what is loaded).
+  function updateButtons() {
+    const beyond = state.mode === "detail" ? beyondView(cy, state.total, versions().length)
+      : { older: state.older, newer: state.newer };
+    setButtons(beyond, busy);
+  }
+
   function updateControls() {
-    const shown = versions().length;
-    const older = $("graph-older");
-    const newer = $("graph-newer");
-    if (older) {
-      older.disabled = busy || state.older === 0;
-      older.querySelector("[data-count]").textContent = state.older ? "(" + state.older.toLocaleString("en") + ")" : "";
-    }
-    if (newer) {
-      newer.disabled = busy || state.newer === 0;
-      newer.querySelector("[data-count]").textContent = state.newer ? "(" + state.newer.toLocaleString("en") + ")" : "";
-    }
-    if (status && !cy) status.textContent = windowText([], shown, state.total);
-    else showWindow();
     const vs = versions();
+    updateButtons();
+    if (status && !cy) status.textContent = windowText([], vs.length, state.total);
+    else showWindow();
     container.dataset.oldest = vs.length ? vs[0].version : "";
     container.dataset.newest = vs.length ? vs[vs.length - 1].version : "";
     document.dispatchEvent(new CustomEvent("pmem-window", { detail: {
@@ -122,35 +162,29 @@ export function graph(container, details) {
     const view = cy && keepView ? { zoom: cy.zoom(), pan: { ...cy.pan() } } : null;
     if (cy) cy.destroy();
     container.replaceChildren();
+    const summary = state.mode === "summary";
+    const shape = summary ? layoutFor(container.clientWidth, container.clientHeight, MIN_READABLE, PAD) : null;
+    container.dataset.mode = state.mode;
     cy = cytoscape({
-      container, elements: elements(state), style: graphStyle(), layout: { name: "preset", fit: false },
+      container, elements: summary ? summaryElements(state, shape) : elements(state), style: graphStyle(),
+      layout: { name: "preset", fit: false },
       minZoom: 0.005, maxZoom: 2.5, boxSelectionEnabled: false, autoungrabify: true,
       userZoomingEnabled: false, // zoom: Ctrl/⌘ + wheel or the buttons (the wheel scrolls the page)
     });
-    if (view) {
+    if (view && !summary) {
       cy.zoom(view.zoom);
       cy.pan(view.pan);
+    } else if (summary) {
+      readable(cy);
     } else {
       reset();
     }
-    cy.on("tap", "node", (evt) => select(evt.target.id(), { reveal: true }));
+    cy.on("tap", "node.group", (evt) => openGroup(evt.target));
+    cy.on("tap", "node", (evt) => { if (!summary) select(evt.target.id(), { reveal: true }); });
     cy.on("viewport", showWindow);
     if (selected && state.nodes.has(selected)) select(selected);
     else if (selected) select(null);
-    const edges = cy.edges();
-    const counts = { nodes: cy.nodes().length, edges: edges.length,
-                     typed: edges.filter((e) => !DERIVED.has(e.data("type"))).length,
-                     derived: edges.filter((e) => DERIVED.has(e.data("type"))).length,
-                     versions: versions().length, older: state.older, newer: state.newer };
-    const first = !window.pmemGraph;
-    window.pmemGraph = { ...window.pmemGraph, ...counts, renders: (window.pmemGraph?.renders || 0) + 1, cy };
-    // When the first drawing reached the screen, in ms since navigation (the benchmark's
-    // "time until Chromium shows the drawn graph").
-    if (first) requestAnimationFrame(() => { window.pmemGraph.drawnAt = performance.now(); });
-    container.dataset.nodes = counts.nodes;
-    container.dataset.edges = counts.edges;
-    container.dataset.typedEdges = counts.typed;
-    container.dataset.drawn = "1";
+    report(container, cy, { versions: versions().length, older: state.older, newer: state.newer, mode: state.mode });
     updateControls();
   }
 
@@ -160,22 +194,7 @@ export function graph(container, details) {
     if (note) note.textContent = message;
   }
 
-  async function fetchWindow(params) {
-    const q = new URLSearchParams(params);
-    if (AS_OF) q.set("as_of", AS_OF);
-    const response = await fetch(URL_BASE + "?" + q.toString(), { headers: { Accept: "application/json" } });
-    if (!response.ok) {
-      let message = response.status === 404 ? "This cell no longer exists." : "The graph could not be loaded.";
-      try {
-        const body = await response.json();
-        if (body.error) message = body.error;
-      } catch (e) { /* not JSON */ }
-      const err = new Error(message);
-      err.status = response.status;
-      throw err;
-    }
-    return response.json();
-  }
+  const fetchWindow = (params) => fetchGraph(URL_BASE, AS_OF, params);
 
   async function guarded(work) {
     if (busy) return false;
@@ -195,13 +214,14 @@ export function graph(container, details) {
   }
 
   // A new window (first load, a jump): replaces what is drawn.
-  function jump(params, focus) {
+  function jump(params, focus, mode = "detail") {
     return guarded(async () => {
       const g = await fetchWindow({ limit: STEP, ...params });
       absorb(g, true);
       state.older = g.window.older;
       state.newer = g.window.newer;
       state.anchor = null;
+      state.mode = mode;
       const target = focus || g.focus || null;
       if (target) selected = target;
       draw();
@@ -211,22 +231,31 @@ export function graph(container, details) {
     });
   }
 
-  // Older / newer: the versions beyond the window's edge, added in place.
-  function extend(side) {
-    return guarded(async () => {
-      const vs = versions();
-      if (!vs.length) return;
+  // Older / newer: the view moves by what it shows (paging.js); versions not drawn yet are
+  // loaded around the page and added in place. In the summary the next window of as many
+  // versions replaces the loaded one.
+  function page(side) {
+    const vs = versions();
+    if (!vs.length) return;
+    if (state.mode === "summary") {
       const edge = side === "older" ? vs[0] : vs[vs.length - 1];
-      const g = await fetchWindow({ side, around: edge.version, limit: STEP });
-      const before = new Set(state.nodes.keys());
-      absorb(g, false);
-      if (side === "older") state.older = g.window.older;
-      else state.newer = g.window.newer;
-      draw({ keepView: true });
-      const added = cy.nodes().filter((n) => !before.has(n.id()));
-      if (added.nonempty()) cy.animate({ center: { eles: added } }, { duration: 250 });
+      return jump({ side, around: edge.version, limit: Math.min(MAX_VERSIONS, vs.length) }, null, "summary");
+    }
+    return guarded(async () => {
+      const next = plan(cy, side, state.total);
+      if (!next) return reset();
+      const sx = screenX(cy, next.at);
+      if (!loaded(cy, next.from, next.to)) {
+        const middle = Math.round((next.from + next.to) / 2);
+        const g = await fetchWindow({ jump: "v" + middle, limit: Math.min(MAX_VERSIONS, Math.max(STEP, 3 * (next.to - next.from + 1))) });
+        absorb(g, false);
+        state.older = Math.min(state.older, g.window.older);
+        state.newer = Math.min(state.newer, g.window.newer);
+        draw({ keepView: true });
+      }
+      placeAt(cy, next.put, sx);
       const live = $("graph-live");
-      if (live) live.textContent = "Added " + added.filter(".version").length + " " + side + " versions.";
+      if (live) live.textContent = "Showing v" + next.from + (next.to > next.from ? "–v" + next.to : "") + ".";
     });
   }
 
@@ -256,23 +285,10 @@ export function graph(container, details) {
     });
   }
 
-  function fromHash() {
-    const m = /^#([veot])(\d+)$/.exec(location.hash);
-    return m ? m[1] + m[2] : null;
-  }
-
-  // The node a URL's #v12 (the key's 12th version) or #o34 (operation 34) names, if drawn.
-  function nodeNamed(name) {
-    if (!name.startsWith("v")) return state.nodes.has(name) ? name : null;
-    const ordinal = Number(name.slice(1));
-    const n = [...state.nodes.values()].find((x) => x.kind === "version" && x.ordinal === ordinal);
-    return n ? n.id : null;
-  }
-
   // A version outside the drawn window: the window moves there (the server finds v12).
   function focusNode(name, options = {}) {
     if (!name) return;
-    const id = nodeNamed(name);
+    const id = nodeNamed(state, name);
     if (id) select(id, { scroll: true, ...options });
     else if (name.startsWith("v")) jump({ jump: name }, null);
   }
@@ -280,11 +296,11 @@ export function graph(container, details) {
   // --- controls -------------------------------------------------------------------------------
 
   const on = (id, event, fn) => { const el = $(id); if (el) el.addEventListener(event, fn); };
-  on("graph-older", "click", () => extend("older"));
-  on("graph-newer", "click", () => extend("newer"));
+  on("graph-older", "click", () => page("older"));
+  on("graph-newer", "click", () => page("newer"));
   on("graph-zoom-in", "click", () => zoomBy(1.25));
   on("graph-zoom-out", "click", () => zoomBy(1 / 1.25));
-  on("graph-fit", "click", () => { if (cy) { cy.stop(true); cy.fit(undefined, 24); } });
+  on("graph-fit", "click", fitOrSummarize);
   on("graph-reset", "click", reset);
   on("graph-head", "click", () => jump({}, null));
   on("jump-form", "submit", (event) => {
@@ -299,24 +315,7 @@ export function graph(container, details) {
     });
   });
 
-  // Keyboard: the graph is focusable; arrows walk the nodes left to right, +/− zoom, 0 fits.
-  container.addEventListener("keydown", (event) => {
-    if (!cy) return;
-    const order = cy.nodes().sort((a, b) => a.position("x") - b.position("x") || a.position("y") - b.position("y"));
-    const ids = order.map((n) => n.id());
-    let i = selected ? ids.indexOf(selected) : -1;
-    if (event.key === "ArrowRight" || event.key === "ArrowDown") i = Math.min(ids.length - 1, i + 1);
-    else if (event.key === "ArrowLeft" || event.key === "ArrowUp") i = i < 0 ? ids.length - 1 : Math.max(0, i - 1);
-    else if (event.key === "Home") i = 0;
-    else if (event.key === "End") i = ids.length - 1;
-    else if (event.key === "+" || event.key === "=") { zoomBy(1.25); event.preventDefault(); return; }
-    else if (event.key === "-") { zoomBy(1 / 1.25); event.preventDefault(); return; }
-    else if (event.key === "0") { cy.fit(undefined, 24); event.preventDefault(); return; }
-    else return;
-    event.preventDefault();
-    select(ids[i], { scroll: true });
-  });
-
+  keyboard(container, () => cy, { selected: () => selected, select, zoomBy, fit: fitOrSummarize, open: openGroup });
   window.addEventListener("hashchange", () => focusNode(fromHash()));
   // The timeline (timeline.js) asks for a jump.
   document.addEventListener("pmem-jump", (event) => {
@@ -333,7 +332,7 @@ export function graph(container, details) {
     event.preventDefault();
     focusNode(event.detail.id, { reveal: true });
   });
-  window.pmemGraphApi = { jump, extend, select, reset, state };
+  window.pmemGraphApi = { jump, page, select, reset, state };
 
   const initial = fromHash();
   if (container.dataset.around && !initial) {

@@ -9,6 +9,8 @@ import { utcText } from "./dates.js";
 import { STATUSES as ORDER } from "./palette.js";
 
 const MIN_SEGMENT = 3; // px: a rare status (one revocation among thousands) stays visible
+const BUCKETS = 60; // the server's default
+const FINGER = 44; // px: on a touch screen or a phone each bar is at least a finger wide
 const fmt = (iso) => utcText(iso, { seconds: false });
 
 export function timeline(box) {
@@ -63,7 +65,7 @@ export function timeline(box) {
     }
     const first = buckets[0];
     const last = buckets[buckets.length - 1];
-    drawAxis(box.querySelector(".timeline-axis"), first.start, last.end);
+    drawAxis(box.querySelector(".timeline-axis"), first.start, last.end, box.querySelector(".timeline-day"));
     const totals = {};
     for (const b of buckets) for (const s of ORDER) totals[s] = (totals[s] || 0) + (b.counts[s] || 0);
     summary.textContent = (data.versions ?? 0).toLocaleString("en") + " versions: "
@@ -116,8 +118,16 @@ export function timeline(box) {
   });
   document.addEventListener("pmem-window", (event) => mark(event.detail));
 
+  // As many buckets as fit a finger wide each where fingers are used (4 at the fewest).
+  function bucketCount() {
+    const touch = window.matchMedia("(max-width: 640px), (pointer: coarse)").matches;
+    const width = box.querySelector(".timeline-bars").clientWidth || box.clientWidth;
+    return touch ? Math.max(4, Math.min(BUCKETS, Math.floor(width / (FINGER + 1)))) : BUCKETS;
+  }
+
   async function load() {
-    const response = await fetch(box.dataset.url, { headers: { Accept: "application/json" } });
+    const url = box.dataset.url + (box.dataset.url.includes("?") ? "&" : "?") + "buckets=" + bucketCount();
+    const response = await fetch(url, { headers: { Accept: "application/json" } });
     if (!response.ok) {
       box.querySelector(".timeline-summary").textContent = "The timeline could not be loaded.";
       return;

@@ -236,3 +236,23 @@ def test_the_frontier_as_of_shows_values_then_and_searches_them(demo_ns: Any,
     assert "mug_1_location" in body and "alice_home_city" not in body
     now = client.get(url, {"q": "mug"}).content.decode()
     assert "Looking at the past" not in now
+
+
+def test_a_phones_timeline_asks_for_fewer_buckets_and_a_bad_count_is_refused(
+        demo_ns: Any, make_user: Any) -> None:
+    """The timeline answers ``buckets`` from 4 to 60 (a phone asks for as many as fit a finger
+    wide); anything else is a 400 naming the parameter, never a 500."""
+    client = client_for(make_user("viewer", demo_ns))
+    _grow(demo_ns, "long_key", 30, per=10)
+    base = f"/ns/{demo_ns.name}/cells/long_key/timeline/"
+    eight = client.get(base + "?buckets=8").json()
+    assert len(eight["buckets"]) == 8 and eight["versions"] == 30
+    assert sum(b["total"] for b in eight["buckets"]) == 30
+    assert len(client.get(base).json()["buckets"]) == 60
+    for bad in ("3", "61", "x", "-5", ""):
+        response = client.get(base + f"?buckets={bad}")
+        if bad == "":
+            assert response.status_code == 200
+            continue
+        assert response.status_code == 400, bad
+        assert b"buckets" in response.content

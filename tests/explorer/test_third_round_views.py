@@ -286,16 +286,25 @@ def test_compare_from_the_queue_labels_current_and_competing_without_a_strike(
     link = re.search(r'href="([^"]*/diff/\?[^"]*)" data-testid="compare-candidates"', queue)
     page = client.get(link.group(1).replace("&amp;", "&")).content.decode()
     assert "Older" not in page and "Newer" not in page
-    assert page.index("Current value ·") < page.index("Competing value ·")
+    assert page.index("Current value ·") < page.index("Challenger ·")
     assert "<del>" not in page and '<mark class="differs">Thursday</mark>' in page
     assert "“”" not in page
 
 
-def test_compare_reaches_a_version_beyond_the_menus_by_its_vn(client, ns, reviewer):
-    from memory.selectors.versions import DIFF_CHOICES
-    for i in range(DIFF_CHOICES + 5):
+def test_compare_reaches_any_version_by_its_vn_or_its_words(client, ns, reviewer):
+    for i in range(205):
         person(ns, "pos", "accept", f"spot {i}")
     page = client.get(f"/ns/{ns.name}/cells/pos/diff/?a_v=v2&b_v=v205").content.decode()
     assert "spot 1" in page and "spot 204" in page
-    assert re.search(r'<option value="\d+" selected>v2 · spot 1', page)
+    assert 'id="diff-a-v" name="a_v"' in page and 'value="v2"' in page
     assert "Earlier · " in page and "Current value · " in page
+    # the picker suggests by vN or by words, whatever the length of the history
+    options = client.get(f"/ns/{ns.name}/cells/pos/diff/versions/?a_v=v3").content.decode()
+    assert options.strip() == '<option value="v3">spot 2 (superseded)</option>'
+    options = client.get(f"/ns/{ns.name}/cells/pos/diff/versions/?b_v=spot+7").content.decode()
+    assert '<option value="v8">spot 7 (superseded)</option>' in options
+    # words typed into a picker name the newest version that holds them
+    page = client.get(f"/ns/{ns.name}/cells/pos/diff/?a_v=spot+107&b_v=v205").content.decode()
+    assert re.search(r'Earlier · <a [^>]*>v108</a>', page)
+    missing = client.get(f"/ns/{ns.name}/cells/pos/diff/?a_v=nowhere&b_v=v205")
+    assert missing.status_code == 404 and "matches “nowhere”" in missing.content.decode()

@@ -105,7 +105,7 @@ export function elements(state) {
     group: "nodes",
     data: { id: n.id, kind: n.kind, status: n.status || "", label: label(n), ordinal: n.ordinal ?? null },
     position: pos[n.id],
-    classes: n.kind + (n.status ? " " + n.status : ""),
+    classes: n.kind + (n.status ? " " + n.status : "") + (n.id === state.head ? " head" : ""),
   }));
   const edges = [...state.edges.values()]
     .filter((e) => state.nodes.has(e.source) && state.nodes.has(e.target))

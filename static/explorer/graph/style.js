@@ -21,6 +21,11 @@ export function graphStyle() {
     { selector: "node.tombstone", style: { shape: "cut-rectangle", "background-color": "#f3f3f3",
       "border-color": "#3d3d3d", "border-style": "dashed", width: 90, height: 28 } },
     { selector: "node.revoked", style: { "border-style": "dashed" } },
+    { selector: "node.version.head", style: { "border-width": 3, "border-color": "#1d2330" } },
+    // The summary's groups (summary.js): larger type, so that Fit on a long window still reads.
+    { selector: "node.group", style: { shape: "round-rectangle", width: 176, height: 96, "font-size": 13,
+      "text-max-width": 166, "background-color": "#eef2f7", "border-color": "#4b5563" } },
+    { selector: "node.group.current", style: { "border-width": 3, "border-color": "#1d2330" } },
     { selector: "node:selected", style: { "border-width": 4, "border-color": "#0b57d0",
       "overlay-color": "#0b57d0", "overlay-opacity": 0.12, "overlay-padding": 4 } },
     { selector: "edge", style: {

@@ -1,12 +1,12 @@
 // Where the graph's camera sits: the newest versions at a readable size (labels of at least
-// 11 px on screen) on load and after each update, the whole window on Fit (labels too small to
-// read are then not drawn: style.js's min-zoomed-font-size), and which versions the view
-// holds, in the key's own numbering ("Showing v4–v9 of 300").
+// 11 px on screen) on load and after each update, and which versions the view holds, in the
+// key's own numbering ("Showing v4–v9 of 300"). Below a readable zoom (Fit on a long window,
+// zooming out) the graph draws a summary instead (summary.js).
 
 export const LABEL_PX = 12; // the node labels' font size at zoom 1 (style.js)
 export const MIN_READABLE = 11 / LABEL_PX;
 const MAX_ZOOM = 1.1;
-const PAD = 24;
+export const PAD = 24;
 
 // The newest end (the right) in view at a zoom where every label reads at ≥ 11 px.
 export function readable(cy) {
@@ -56,12 +56,13 @@ export function zoomAt(cy, factor, at) {
 
 // The wheel scrolls the page; Ctrl (or ⌘) + wheel zooms the graph (a pinch on a touch pad
 // arrives as Ctrl + wheel too; on a touch screen Cytoscape's own pinch zooms).
-export function wheelZoom(container, getCy) {
+export function wheelZoom(container, getCy, onZoom) {
   container.addEventListener("wheel", (event) => {
     const cy = getCy();
     if (!(event.ctrlKey || event.metaKey) || !cy) return;
     event.preventDefault();
     const box = container.getBoundingClientRect();
     zoomAt(cy, event.deltaY < 0 ? 1.15 : 1 / 1.15, { x: event.clientX - box.left, y: event.clientY - box.top });
+    if (onZoom) onZoom();
   }, { passive: false });
 }
