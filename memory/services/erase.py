@@ -47,6 +47,7 @@ from memory.llm.embedding import embed_texts
 from memory.models import EMBED_DIM, Cell, EraseAudit, Evidence, KeyAlias, Namespace
 
 from .binding import Float4Array, bound_cursor
+from .embeddings import embed_after_commit
 from .graph import CellNotFound
 from .observations import evidence_text
 
@@ -67,8 +68,8 @@ OUT_OF_TIME = "out_of_time"  # its batch timed out, or the budget was spent befo
 REEMBED_INLINE = 32
 REEMBED_BATCH = 256
 #: The tables whose dead tuples hold erased bytes until vacuumed (TOAST goes with them).
-ERASE_TABLES = ("memory_version", "memory_cell", "memory_evidence", "memory_operation",
-                "memory_keyalias", "memory_supportedge", "memory_tombstone",
+ERASE_TABLES = ("memory_version", "memory_cell", "memory_evidence", "memory_evidencemessage",
+                "memory_operation", "memory_keyalias", "memory_supportedge", "memory_tombstone",
                 "memory_frontiervector")
 _VACUUM_LOCK = (0x504D, 0x4552)  # "PM", "ER": one follow-up at a time
 
@@ -157,6 +158,9 @@ def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = Fal
     # for as long as it takes to look up every value of a long history.
     mentions = _mentions(namespace.pk, cell.pk, names, values) if report else Mentions()
     left = evidence_reembed(evidence_ids=stale[:REEMBED_INLINE])
+    # A redacted session's messages were written again without vectors (by the trigger of
+    # migration 0022, in the erase's transaction): embedded as a commit's are.
+    embed_after_commit(namespace_id=namespace.pk)
     return Erased(key=cell.key, audit=audit, redacted_evidence=len(redacted), mentions=mentions,
                   reembed_pending=max(0, len(stale) - REEMBED_INLINE) + left)
 
