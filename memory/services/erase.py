@@ -149,7 +149,7 @@ def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = Fal
         values, metadata = _values_of(namespace.pk, cell.pk, names)
         redactor = Redactor([*values, *name_forms(names), *metadata],
                             names=names, normalize_key=normalize_key)
-        redacted, stale = _redact_evidence(namespace.pk, cell.pk, names, redactor)
+        redacted, stale, sessions = _redact_evidence(namespace.pk, cell.pk, names, redactor)
         n_versions = _delete_key(namespace.pk, cell.pk, names)
         audit = EraseAudit.objects.create(namespace=namespace, key=key_digest(cell.key),
                                           actor=actor, versions_erased=n_versions,
@@ -158,9 +158,8 @@ def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = Fal
     # for as long as it takes to look up every value of a long history.
     mentions = _mentions(namespace.pk, cell.pk, names, values) if report else Mentions()
     left = evidence_reembed(evidence_ids=stale[:REEMBED_INLINE])
-    # A redacted session's messages were written again without vectors (by the trigger of
-    # migration 0022, in the erase's transaction): embedded as a commit's are.
-    embed_after_commit(namespace_id=namespace.pk)
+    if sessions:  # their message rows were written again without vectors (migration 0022's
+        embed_after_commit(namespace_id=namespace.pk)  # trigger): embedded as a commit's are
     return Erased(key=cell.key, audit=audit, redacted_evidence=len(redacted), mentions=mentions,
                   reembed_pending=max(0, len(stale) - REEMBED_INLINE) + left)
 
@@ -250,8 +249,9 @@ def name_forms(names: Sequence[str]) -> list[str]:
 
 
 def _redact_evidence(namespace_id: int, cell_id: int, names: list[str],
-                     redactor: Redactor) -> tuple[list[int], list[int]]:
-    """Redact the attached evidence; returns (ids changed, ids whose embedding went stale)."""
+                     redactor: Redactor) -> tuple[list[int], list[int], bool]:
+    """Redact the attached evidence; returns (ids changed, ids whose embedding went stale,
+    whether a session's messages changed: their rows were written again without vectors)."""
     with connection.cursor() as cur:
         cur.execute("SELECT e.id, e.text, e.facts, e.extracted, e.source, e.error,"
                     " e.messages"
@@ -260,18 +260,20 @@ def _redact_evidence(namespace_id: int, cell_id: int, names: list[str],
                     {"ns": namespace_id, "cell": cell_id, "names": names})
         rows = cur.fetchall()
     if not redactor:
-        return [], []
+        return [], [], False
     changed: list[tuple[Any, ...]] = []
+    sessions = False
     for pk, text, facts, extracted, source, error, messages in rows:
         new = _redacted_row(redactor, text, _loads(facts), _loads(extracted), source, error)
         old_messages = _loads(messages)
         new_messages = redactor.data(old_messages)  # a session's turns, as its text is
+        sessions = sessions or new_messages is not old_messages
         if new is None and new_messages is not old_messages:
             new = (text, _dumps(_loads(facts)), _dumps(_loads(extracted)), source, error, False)
         if new is not None:
             changed.append((pk, *new[:-1], _dumps(new_messages), new[-1]))
     _write_redacted(changed)
-    return [c[0] for c in changed], [c[0] for c in changed if c[-1]]
+    return [c[0] for c in changed], [c[0] for c in changed if c[-1]], sessions
 
 
 def _loads(raw: Any) -> Any:
