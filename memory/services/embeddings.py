@@ -184,10 +184,8 @@ def _settle(cells: list[tuple[int, int | None]]) -> None:
 def embed_after_commit(*, namespace_id: int) -> None:
     """Under a deferred embedder, embed what the namespace's commits left pending: on the
     background thread with ``PMEM_EMBED_ASYNC`` (the default), else now. An embedder fault
-    leaves it pending for the sweep. Under another embedder, the sessions' messages now
-    (cells and observations were embedded by the commit itself)."""
+    leaves it pending for the sweep."""
     if not getattr(embedder_from_settings(), "deferred", False):
-        messages_embed(namespace_id=namespace_id)
         return
     if settings.PMEM_EMBED_ASYNC:
         _embedder.request(namespace_id)
@@ -293,6 +291,16 @@ def _embed_messages(namespace_id: int) -> int:
                         " WHERE m.id = v.id AND m.embedding IS NULL",
                         [[i for i, _ in rows], [vector_literal(v) for v in vectors]])
         done += len(rows)
+
+
+def messages_after_commit(*, namespace_id: int) -> None:
+    """A commit (or an erase) wrote sessions' message rows, which have no vector yet: under a
+    deferred embedder its background pass embeds them with the rest; under another, now (the
+    commit embedded its cells and observations itself, not these)."""
+    if getattr(embedder_from_settings(), "deferred", False):
+        embed_after_commit(namespace_id=namespace_id)
+    else:
+        messages_embed(namespace_id=namespace_id)
 
 
 def messages_embed(*, namespace_id: int) -> int:

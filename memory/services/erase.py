@@ -47,7 +47,7 @@ from memory.llm.embedding import embed_texts
 from memory.models import EMBED_DIM, Cell, EraseAudit, Evidence, KeyAlias, Namespace
 
 from .binding import Float4Array, bound_cursor
-from .embeddings import embed_after_commit
+from .embeddings import messages_after_commit
 from .graph import CellNotFound
 from .observations import evidence_text
 
@@ -159,7 +159,7 @@ def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = Fal
     mentions = _mentions(namespace.pk, cell.pk, names, values) if report else Mentions()
     left = evidence_reembed(evidence_ids=stale[:REEMBED_INLINE])
     if sessions:  # their message rows were written again without vectors (migration 0022's
-        embed_after_commit(namespace_id=namespace.pk)  # trigger): embedded as a commit's are
+        messages_after_commit(namespace_id=namespace.pk)  # trigger): embedded as a commit's
     return Erased(key=cell.key, audit=audit, redacted_evidence=len(redacted), mentions=mentions,
                   reembed_pending=max(0, len(stale) - REEMBED_INLINE) + left)
 

@@ -53,7 +53,7 @@ from memory.models import Cell, Evidence, KeyAlias, Namespace
 from .admission import limits
 from .batch import Applied, Batch
 from .binding import pipelined
-from .embeddings import refresh_after_commit
+from .embeddings import messages_after_commit, refresh_after_commit
 from .frontier import STALE_COUNT_SQL, frontier_flush_if_due
 from .planning import Ahead, ModelUnavailable, plan_facts, plan_with_model
 from .shown import heads_shown
@@ -624,6 +624,8 @@ def _commit(prepared: list[_Prepared]) -> dict[int, list[Applied]]:
     for p in prepared:
         if out.get(p.evidence.pk):
             _after_commit(p.evidence, out[p.evidence.pk], p.cached)
+    if any(p.evidence.messages for p in prepared):  # sessions: their messages' vectors
+        messages_after_commit(namespace_id=first.namespace_id)
     return out
 
 
@@ -845,6 +847,8 @@ def _ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, An
         if held:
             _unlock(namespace.pk)
     frontier_flush_if_due(namespace_id=namespace.pk, stale=stale)
+    if evidence.messages:  # a session: its messages' vectors
+        messages_after_commit(namespace_id=namespace.pk)
     if more:  # one that tried the drain meanwhile left it to us
         if hand_on is None:
             namespace_drain(namespace_id=namespace.pk)
