@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -34,7 +35,7 @@ from memory.domain.ranking import RRF_K  # noqa: E402
 from memory.llm.embedding import embedder_id  # noqa: E402
 from memory.models import Cell, Evidence, Namespace  # noqa: E402
 from memory.reads import read  # noqa: E402
-from memory.selectors.evidence import evidence_candidates, evidence_read  # noqa: E402
+from memory.selectors.evidence import Candidate, evidence_candidates, evidence_read  # noqa: E402
 from memory.selectors.search import query_vector  # noqa: E402
 from memory.services import namespace_create, observations_ingest  # noqa: E402
 from memory.services.embeddings import embeddings_wait  # noqa: E402
@@ -45,6 +46,9 @@ SCORED_CATEGORIES = (1, 2, 3, 4)
 K = 10
 TURN_KS, SESSION_KS = (1, 5, 10), (5, 10)
 MODES = ("raw", "evidence", "frontier")
+#: The evidence read over the session arm: each session one observation with its messages,
+#: scored by the turns its items name.
+SESSIONS = "evidence over sessions"
 #: The issue's held-out goal for ``evidence`` (besides beating BM25 at every k).
 GOALS = {"turn_any@5": 0.58, "session_any@10": 0.90, "p50_ms": 40.0}
 #: Other fusions of the evidence read's candidates: the lexical weight (its default is 1.0),
@@ -68,6 +72,31 @@ def _turns(conversation: dict[str, Any]) -> list[tuple[str, str]]:
         out += [(t["dia_id"], f"{t['speaker']}: {t['text']}") for t in conversation[f"session_{n}"]]
         n += 1
     return out
+
+
+def _sessions(conversation: dict[str, Any]) -> list[tuple[list[str], list[dict[str, Any]]]]:
+    """Each session as one chat session: its turns' dia ids, and its ``messages`` (the
+    speaker as the name, the session's date as every message's time where it parses)."""
+    out, n = [], 1
+    while f"session_{n}" in conversation:
+        turns = conversation[f"session_{n}"]
+        at = _session_time(conversation.get(f"session_{n}_date_time", ""))
+        speakers = list(dict.fromkeys(t["speaker"] for t in turns))
+        out.append(([t["dia_id"] for t in turns], [
+            {"role": "user" if speakers.index(t["speaker"]) == 0 else "assistant",
+             "name": t["speaker"], "content": t["text"], **({"at": at} if at else {})}
+            for t in turns]))
+        n += 1
+    return out
+
+
+def _session_time(text: str) -> str | None:
+    """LoCoMo's ``1:56 pm on 8 May, 2023`` as ISO 8601 (None if it does not parse)."""
+    try:
+        moment = datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+    except ValueError:
+        return None
+    return moment.replace(tzinfo=UTC).isoformat().replace("+00:00", "Z")
 
 
 def _evidence_ids(qa: dict[str, Any]) -> set[str]:
@@ -118,20 +147,54 @@ def _reused(name: str, turns: list[tuple[str, str]]
             keys if keyed else {})
 
 
-def _variant(rows: list[tuple[int, int, float | None, float]], how: Any) -> list[int]:
+def _ingest_sessions(name: str, sessions: list[tuple[list[str], list[dict[str, Any]]]]
+                     ) -> tuple[Any, dict[tuple[int, int], str]]:
+    """Each session one observation with its ``messages``; ``(observation, message number)``
+    of every turn -> its dia id."""
+    namespace = namespace_create(name=name)
+    rows = observations_ingest(namespace=namespace, observations=[
+        {"messages": messages, "source": "locomo"} for _, messages in sessions])
+    return namespace, {(e.pk, n): dia for e, (dias, _) in zip(rows, sessions, strict=True)
+                       for n, dia in enumerate(dias, start=1)}
+
+
+def _reused_sessions(name: str, sessions: list[tuple[list[str], list[dict[str, Any]]]]
+                     ) -> tuple[Any, dict[tuple[int, int], str]] | None:
+    namespace = Namespace.objects.filter(name=name).first()
+    if namespace is None:
+        return None
+    ids = list(Evidence.objects.filter(namespace=namespace).order_by("seq")
+               .values_list("id", flat=True))
+    if len(ids) != len(sessions):
+        return None
+    return namespace, {(i, n): dia for i, (dias, _) in zip(ids, sessions, strict=True)
+                       for n, dia in enumerate(dias, start=1)}
+
+
+def _turns_of_sessions(items: list[dict[str, Any]],
+                       by_message: dict[tuple[int, int], str]) -> list[str]:
+    """The turns an evidence read of the session arm names, best first: every message its
+    items name, by its own score (an item's messages come in the session's order)."""
+    named = [(m["score"], place, by_message.get((i["id"], m["index"]), ""))
+             for place, i in enumerate(items) for m in i.get("messages", [])]
+    return [dia for _, _, dia in sorted(named, key=lambda t: (-t[0], t[1]))]
+
+
+def _variant(rows: list[Candidate], how: Any) -> list[int]:
     if how == "rrf":
-        fused = {i: 0.0 for i, *_ in rows}
-        for side in (2, 3):
-            listed = sorted((r for r in rows if r[side]), key=lambda r: -float(r[side] or 0))
+        fused = {r.evidence_id: 0.0 for r in rows}
+        for side in ("semantic", "lexical"):
+            listed = sorted((r for r in rows if getattr(r, side)),
+                            key=lambda r: -float(getattr(r, side) or 0))
             for place, r in enumerate(listed, start=1):
-                fused[r[0]] += 1 / (RRF_K + place)
+                fused[r.evidence_id] += 1 / (RRF_K + place)
         return sorted(fused, key=lambda i: -fused[i])[:K]
     weight = 1.0 if how is None else float(how)
 
-    def fused(row: tuple[int, int, float | None, float]) -> float:
-        return (0.0 if how is None else (row[2] or 0.0)) + weight * row[3]
+    def fused(row: Candidate) -> float:
+        return (0.0 if how is None else (row.semantic or 0.0)) + weight * row.lexical
 
-    return [r[0] for r in sorted(rows, key=fused, reverse=True)[:K]]
+    return [r.evidence_id for r in sorted(rows, key=fused, reverse=True)[:K]]
 
 
 def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -139,9 +202,9 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
     dataset = config.dataset or DEFAULT_DATASET
     samples = json.loads(Path(dataset).read_text())[: config.cases or None]
-    hits: dict[str, list[dict[str, bool]]] = {m: [] for m in ("bm25", *MODES, *VARIANTS,
-                                                                SIMPLE)}
-    latency: dict[str, list[float]] = {m: [] for m in (*MODES, QUERY)}
+    hits: dict[str, list[dict[str, bool]]] = {m: [] for m in ("bm25", *MODES, SESSIONS,
+                                                                *VARIANTS, SIMPLE)}
+    latency: dict[str, list[float]] = {m: [] for m in (*MODES, SESSIONS, QUERY)}
     ingest_s = embed_s = 0.0
     keyed_upto = config.frontier_conversations
     scored = keyed_count = 0
@@ -163,6 +226,18 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             with override_settings(PMEM_EMBED_ASYNC=False):
                 namespace, by_evidence, by_key = _ingest(
                     f"bench-{NAME}-{config.run_id}-{sample['sample_id']}".lower(), turns, keyed)
+        sessions = _sessions(sample["conversation"])
+        again = None
+        if config.reuse_run:
+            again = _reused_sessions(
+                f"bench-{NAME}-{config.reuse_run}-{sample['sample_id']}-sessions".lower(),
+                sessions)
+        if again is None:
+            with override_settings(PMEM_EMBED_ASYNC=False):
+                again = _ingest_sessions(
+                    f"bench-{NAME}-{config.run_id}-{sample['sample_id']}-sessions".lower(),
+                    sessions)
+        session_namespace, by_message = again
         scored += 1
         keyed_count += keyed
         ingest_s += time.perf_counter() - started
@@ -192,6 +267,10 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                 ranked = ([by_key.get(i["key"], "") for i in items] if mode == "frontier"
                           else [by_evidence.get(i["id"], "") for i in items])
                 hits[mode].append(_score(ranked, gold))
+            started = time.perf_counter()
+            items = read("evidence", namespace=session_namespace, query=question, k=K).items
+            latency[SESSIONS].append(1000 * (time.perf_counter() - started))
+            hits[SESSIONS].append(_score(_turns_of_sessions(items, by_message), gold))
             rows = evidence_candidates(namespace=namespace, query=question, k=K)
             for label, how in VARIANTS.items():
                 hits[label].append(_score([by_evidence[i] for i in _variant(rows, how)], gold))
@@ -199,13 +278,24 @@ def run(config: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
                                          config="simple")
             hits[SIMPLE].append(_score([by_evidence[i] for i in _variant(simple, 1.0)], gold))
         config.progress(done, len(samples))
-    cfg = {"run_id": config.run_id, "dataset": str(dataset), "embedder": embedder_id(),
-           "conversations": scored, "k": K, "reused_run": config.reuse_run,
-           "frontier_conversations": keyed_count,
-           "query_embedding_p50_ms": round(median(latency[QUERY]), 1), "categories": list(SCORED_CATEGORIES),
-           "ingest_s": round(ingest_s, 1), "embed_wait_s": round(embed_s, 1),
-           "goals": GOALS, "read": evidence_read.__module__}
+        # What is done so far, written after each conversation: a run stopped short still
+        # leaves its table.
+        write(config.out, _config(config, dataset, scored, keyed_count, latency, ingest_s,
+                                  embed_s), [_row(arm, rows, latency.get(arm, []))
+                                             for arm, rows in hits.items()])
+    cfg = _config(config, dataset, scored, keyed_count, latency, ingest_s, embed_s)
     return cfg, [_row(arm, rows, latency.get(arm, [])) for arm, rows in hits.items()]
+
+
+def _config(config: Any, dataset: Path, scored: int, keyed_count: int,
+            latency: dict[str, list[float]], ingest_s: float, embed_s: float) -> dict[str, Any]:
+    return {"run_id": config.run_id, "dataset": str(dataset), "embedder": embedder_id(),
+            "conversations": scored, "k": K, "reused_run": config.reuse_run,
+            "frontier_conversations": keyed_count,
+            "query_embedding_p50_ms": round(median(latency[QUERY]), 1) if latency[QUERY] else None,
+            "categories": list(SCORED_CATEGORIES),
+            "ingest_s": round(ingest_s, 1), "embed_wait_s": round(embed_s, 1),
+            "goals": GOALS, "read": evidence_read.__module__}
 
 
 def _row(arm: str, rows: list[dict[str, bool]], ms: list[float]) -> dict[str, Any]:

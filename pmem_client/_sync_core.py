@@ -137,9 +137,10 @@ class SyncCore(ClientBase):
                      filter: dict[str, Any] | None = None, min_score: float | None = None,
                      namespace: str | None = None) -> ReadResult:
         """Read memory for a query (``frontier``: current values; ``evidence``: the
-        observations that best match by meaning and by the query's words; ``raw``,
-        ``raw_ordered``, ``pruned``: the evidence by meaning). ``as_of`` reads the memory as it
-        was then; ``filter`` (frontier) keeps the facts whose current version's metadata holds
+        observations that best match by meaning and by the query's words, a chat session's
+        item naming the ``messages`` that matched, each with its ``index`` in the session and
+        its scores; ``raw``, ``raw_ordered``, ``pruned``: the evidence by meaning). ``as_of``
+        reads the memory as it was then; ``filter`` (frontier) keeps the facts whose current version's metadata holds
         each entry; ``min_score`` drops items scored below it (each item's ``score``: in
         ``frontier`` the cosine similarity of query and fact plus up to 0.5 for the query's
         exact rare words, -1 to 1.5; in ``evidence`` the cosine plus up to 1 for the query's

@@ -34,6 +34,15 @@ ToolFn = TypeVar("ToolFn", bound=Callable[..., Awaitable[Any]])
 HISTORY_SHOWN = 10
 #: What a recall's structured items keep of each item (its line is in the context).
 COMPACT_ITEM = ("key", "value", "status", "version", "ordinal", "score", "id", "seq")
+def _compact(item: dict[str, Any]) -> dict[str, Any]:
+    """What a read's item is, without its line: a session's item names its messages by
+    their numbers and scores."""
+    out = {k: item[k] for k in COMPACT_ITEM if k in item}
+    if item.get("messages"):
+        out["messages"] = [{"index": m["index"], "score": m["score"]} for m in item["messages"]]
+    return out
+
+
 #: Cells the frontier resource lists before it says how many more there are.
 FRONTIER_SHOWN = 500
 
@@ -293,7 +302,7 @@ def _add_read_tools(server: MCPServer, client_for: ClientFor) -> None:
         "— a contested fact is marked `(contested)` and lists its candidates after "
         "`alternatives:` (say which are open, or `resolve` it). `evidence` gives the original "
         "observations that best match the question by meaning and by its exact words (what "
-        "was said); `raw` / `raw_ordered` the most similar ones by meaning alone. `as_of` (ISO-8601 with a zone) "
+        "was said; of a chat session, the messages that matched, numbered as in it); `raw` / `raw_ordered` the most similar ones by meaning alone. `as_of` (ISO-8601 with a zone) "
         "reads the memory as it was then; `filter` keeps facts whose metadata holds each "
         "entry; `min_score` drops lines scored below it (frontier: the query's similarity to "
         "the fact plus up to 0.5 for its exact rare words, -1 to 1.5; evidence: the similarity "
@@ -321,7 +330,7 @@ def _add_read_tools(server: MCPServer, client_for: ClientFor) -> None:
         context = read.context + (f"\n({read.note})" if read.note else "")
         # The model reads the text; a program may read the items, which name what each line
         # is (never the line again).
-        items = [{k: item[k] for k in COMPACT_ITEM if k in item} for item in read.items]
+        items = [_compact(item) for item in read.items]
         return CallToolResult(content=[TextContent(type="text", text=context)],
                               structured_content={"mode": read.mode, "context": context,
                                                   "items": items})

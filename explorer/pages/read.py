@@ -28,12 +28,15 @@ def _read_lines(mode: str, items: list[dict[str, Any]],
                 effects: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """A result's lines, each with its cell links: a frontier line names its key; an
     observation line names the keys it stands for now, with a mark (current, superseded,
-    retracted, …)."""
+    retracted, …); a chat session's, the messages that matched."""
     if READ_MODES[mode].spec.reads_cells:
         return [{"text": i.get("line", ""), "marks": [{"key": i["key"], "mark": i["status"]}]}
                 for i in items]
     return [{"text": i.get("text", ""), "evidence": i["id"], "seq": i.get("seq"),
-             "marks": effects.get(i["id"], []), "parts": _score_parts(i)} for i in items]
+             "marks": effects.get(i["id"], []), "parts": _score_parts(i),
+             # a chat session's item (evidence): the messages that matched, each with its parts
+             "turns": [{"text": m["line"], "parts": _score_parts(m)}
+                       for m in i.get("messages", [])]} for i in items]
 
 
 def _score_parts(item: dict[str, Any]) -> str:

@@ -317,6 +317,21 @@ class FrontierItemOut(Out):
     line = serializers.CharField()
 
 
+class MessageHitOut(Out):
+    """A message of a chat session that the evidence read found: where it is in the session,
+    what it says and its score parts."""
+
+    index = serializers.IntegerField(help_text="its number in the session, from 1")
+    role = serializers.CharField(allow_blank=True)
+    name = serializers.CharField(required=False)
+    at = serializers.CharField(required=False, help_text="its time, ISO 8601, where given")
+    content = serializers.CharField(allow_blank=True)
+    line = serializers.CharField(help_text="its line of the session's transcript")
+    score = serializers.FloatField()
+    semantic_score = serializers.FloatField(allow_null=True)
+    lexical_score = serializers.FloatField()
+
+
 class EvidenceItemOut(Out):
     """An observation of a raw or evidence read: its line of the context and its score."""
 
@@ -328,6 +343,9 @@ class EvidenceItemOut(Out):
     # embedded yet) and the query's word weight it holds; raw's score is the cosine alone.
     semantic_score = serializers.FloatField(required=False, allow_null=True)
     lexical_score = serializers.FloatField(required=False)
+    # The evidence read of a chat session: the messages among its top k (the item's scores
+    # are the best one's), and its text their transcript lines, not the whole session.
+    messages = MessageHitOut(many=True, required=False)
     source = serializers.CharField(allow_blank=True)  # type: ignore[assignment]
     observed_at = serializers.DateTimeField(allow_null=True)
     received_at = serializers.DateTimeField()

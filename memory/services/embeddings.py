@@ -221,7 +221,8 @@ def _anything_pending(namespace_id: int) -> bool:
 
 
 def _embed_all_pending(namespace_id: int) -> int:
-    return _embed_cells(namespace_id) + _embed_evidence(namespace_id)
+    return (_embed_cells(namespace_id) + _embed_evidence(namespace_id)
+            + _embed_messages(namespace_id))
 
 
 def _embed_cells(namespace_id: int) -> int:
@@ -258,6 +259,62 @@ def _embed_evidence(namespace_id: int) -> int:
                         " WHERE e.id = v.id AND e.embedding IS NULL",
                         [list(texts), [vector_literal(v) for v in vectors]])
         done += len(texts)
+
+
+# The messages of committed sessions without a vector (memory_evidencemessage, migration 0022:
+# rows a trigger writes with the session, and writes again when an erase redacts it).
+_UNEMBEDDED_MESSAGES_SQL = """
+SELECT m.id, m.line FROM memory_evidencemessage m JOIN memory_evidence e ON e.id = m.evidence_id
+ WHERE m.namespace_id = %s AND m.embedding IS NULL AND m.id > %s AND e.state = 'committed'
+ ORDER BY m.id LIMIT %s
+"""
+
+
+def _embed_messages(namespace_id: int) -> int:
+    """Committed sessions' messages of the namespace without an embedding, in id order. A
+    message rewritten meanwhile (an erase) is a new row: the old one's vector is not written."""
+    done, after = 0, 0
+    while True:
+        with connection.cursor() as cur:
+            cur.execute(_UNEMBEDDED_MESSAGES_SQL, [namespace_id, after, EMBED_CHUNK])
+            rows = cur.fetchall()
+        if not rows:
+            return done
+        after = rows[-1][0]
+        vectors, _ = embed_batch([line for _, line in rows])
+        with connection.cursor() as cur:
+            cur.execute("UPDATE memory_evidencemessage AS m SET embedding = v.emb::vector"
+                        " FROM unnest(%s::bigint[], %s::text[]) AS v(id, emb)"
+                        " WHERE m.id = v.id AND m.embedding IS NULL",
+                        [[i for i, _ in rows], [vector_literal(v) for v in vectors]])
+        done += len(rows)
+
+
+def messages_after_commit(*, namespace_id: int) -> None:
+    """A commit (or an erase) wrote sessions' message rows, which have no vector yet: under a
+    deferred embedder its background pass embeds them with the rest; under another, now (the
+    commit embedded its cells and observations itself, not these)."""
+    if getattr(embedder_from_settings(), "deferred", False):
+        embed_after_commit(namespace_id=namespace_id)
+    else:
+        messages_embed(namespace_id=namespace_id)
+
+
+def messages_embed(*, namespace_id: int) -> int:
+    """Embed, now, the namespace's committed messages without a vector (an embedder that is
+    not deferred: after the commit, in the committing thread; a deferred one's background
+    pass does it with the rest). One check of a partial index when there are none. Never
+    raises for an embedder fault: the messages rank by their words until the sweep."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT EXISTS (SELECT 1 FROM memory_evidencemessage"
+                    " WHERE namespace_id = %s AND embedding IS NULL)", [namespace_id])
+        if not cur.fetchone()[0]:
+            return 0
+    try:
+        return _embed_messages(namespace_id)
+    except EmbeddingError as exc:
+        log.warning("message embeddings of namespace %s left pending: %s", namespace_id, exc)
+        return 0
 
 
 # --- before a read ------------------------------------------------------------------------------
@@ -302,14 +359,19 @@ def embed_before_read(*, namespace_id: int, observations: bool = False) -> int:
 
 
 def embed_pending_all() -> int:
-    """The sweep's catch-up: every namespace with pending cells or unembedded observations."""
+    """The sweep's catch-up: every namespace with pending cells, unembedded observations or
+    unembedded messages (the messages under any embedder)."""
+    with connection.cursor() as cur:
+        cur.execute("SELECT DISTINCT namespace_id FROM memory_evidencemessage"
+                    " WHERE embedding IS NULL")
+        sessions = [row[0] for row in cur.fetchall()]
     if not getattr(embedder_from_settings(), "deferred", False):
-        return 0
+        return sum(messages_embed(namespace_id=ns) for ns in sessions)
     with connection.cursor() as cur:
         cur.execute("SELECT DISTINCT namespace_id FROM memory_cell WHERE embed_pending"
                     " UNION SELECT DISTINCT namespace_id FROM memory_evidence"
                     " WHERE embedding IS NULL AND state = 'committed'")
-        namespaces = [row[0] for row in cur.fetchall()]
+        namespaces = sorted({*(row[0] for row in cur.fetchall()), *sessions})
     total = 0
     for namespace_id in namespaces:
         try:

@@ -41,6 +41,7 @@ from memory.domain import normalize_key
 from memory.domain.redact import Redactor
 from memory.models import EraseAudit, KeyAlias, Namespace
 
+from .embeddings import messages_after_commit
 from .erase_followup import ERASE_TABLES, erase_followup, erase_rewrite, evidence_reembed
 from .erase_key import (
     ATTACHED,
@@ -148,7 +149,7 @@ def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = Fal
         values, metadata = values_of(namespace.pk, cell.pk, names)
         redactor = Redactor([*values, *name_forms(names), *metadata],
                             names=names, normalize_key=normalize_key)
-        redacted, stale = redact_evidence(namespace.pk, cell.pk, names, redactor)
+        redacted, stale, sessions = redact_evidence(namespace.pk, cell.pk, names, redactor)
         n_versions = delete_key(namespace.pk, cell.pk, names)
         audit = EraseAudit.objects.create(namespace=namespace, key=key_digest(cell.key),
                                           actor=actor, versions_erased=n_versions,
@@ -157,6 +158,8 @@ def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = Fal
     # for as long as it takes to look up every value of a long history.
     mentions = _mentions(namespace.pk, cell.pk, names, values) if report else Mentions()
     left = evidence_reembed(evidence_ids=stale[:REEMBED_INLINE])
+    if sessions:  # their message rows were written again without vectors (the messages'
+        messages_after_commit(namespace_id=namespace.pk)  # trigger): embedded as a commit's
     return Erased(key=cell.key, audit=audit, redacted_evidence=len(redacted), mentions=mentions,
                   reembed_pending=max(0, len(stale) - REEMBED_INLINE) + left)
 

@@ -17,8 +17,9 @@ from .erase_key import ATTACHED
 
 
 def redact_evidence(namespace_id: int, cell_id: int, names: list[str],
-                     redactor: Redactor) -> tuple[list[int], list[int]]:
-    """Redact the attached evidence; returns (ids changed, ids whose embedding went stale)."""
+                     redactor: Redactor) -> tuple[list[int], list[int], bool]:
+    """Redact the attached evidence; returns (ids changed, ids whose embedding went stale,
+    whether a session's messages changed: their rows were written again without vectors)."""
     with connection.cursor() as cur:
         cur.execute("SELECT e.id, e.text, e.facts, e.extracted, e.source, e.error,"
                     " e.messages"
@@ -27,18 +28,20 @@ def redact_evidence(namespace_id: int, cell_id: int, names: list[str],
                     {"ns": namespace_id, "cell": cell_id, "names": names})
         rows = cur.fetchall()
     if not redactor:
-        return [], []
+        return [], [], False
     changed: list[tuple[Any, ...]] = []
+    sessions = False
     for pk, text, facts, extracted, source, error, messages in rows:
         new = _redacted_row(redactor, text, _loads(facts), _loads(extracted), source, error)
         old_messages = _loads(messages)
         new_messages = redactor.data(old_messages)  # a session's turns, as its text is
+        sessions = sessions or new_messages is not old_messages
         if new is None and new_messages is not old_messages:
             new = (text, json_text(_loads(facts)), json_text(_loads(extracted)), source, error, False)
         if new is not None:
             changed.append((pk, *new[:-1], json_text(new_messages), new[-1]))
     _write_redacted(changed)
-    return [c[0] for c in changed], [c[0] for c in changed if c[-1]]
+    return [c[0] for c in changed], [c[0] for c in changed if c[-1]], sessions
 
 
 def _loads(raw: Any) -> Any:

@@ -26,6 +26,7 @@ from memory.llm.embedding import embed_batch, embedder_id
 from memory.models import Cell, Evidence, Namespace
 
 from .binding import vector_literal
+from .embeddings import messages_embed
 from .frontier import frontier_flush
 from .lexical import stored_terms
 
@@ -63,6 +64,7 @@ def namespace_reembed(*, namespace: Namespace, progress: Progress | None = None)
             if progress:
                 progress(done, total)
         state = {**state, "stage": STAGES[-1], "after": 0}
+    messages_embed(namespace_id=namespace.pk)
     Namespace.objects.filter(pk=namespace.pk).update(embedder=target, reembed=None)
     namespace.embedder, namespace.reembed = target, None
     frontier_flush(namespace_id=namespace.pk)
@@ -135,6 +137,11 @@ def _evidence_after(namespace_id: int, after: int) -> tuple[int, int | None]:
                     " FROM unnest(%s::bigint[], %s::text[]) AS v(id, emb) WHERE e.id = v.id",
                     [[e.pk for e in rows],
                      [vector_literal(next(embedded)) if t else None for t in texts]])
+        # A session's messages too: their old vectors, the other embedder's, go now, and
+        # they are embedded again once the observations are (until then: by their words).
+        cur.execute("UPDATE memory_evidencemessage SET embedding = NULL"
+                    " WHERE evidence_id = ANY(%s) AND embedding IS NOT NULL",
+                    [[e.pk for e in rows]])
     return len(rows), rows[-1].pk
 
 

@@ -52,6 +52,28 @@ def test_recall_is_compact_text_and_lists_a_contested_facts_candidates(api_url, 
     assert len(answer) < len(as_json.context) + 40  # the context once, items not repeated
 
 
+def test_recall_in_evidence_names_a_sessions_turn_by_its_number(api_url, mcp_url, agent):
+    ns, token = agent()
+    with Client(api_url, token) as api:
+        api.remember(messages=[
+            {"role": "user", "content": "We adopted a grey cat called Pixel."},
+            {"role": "assistant", "content": "Lovely! How old is she?"},
+            {"role": "user", "content": "Two years. I also started learning the cello."}])
+
+    async def session() -> tuple[str, dict[str, Any]]:
+        async with http_session(mcp_url, token) as mcp:
+            result = await mcp.call_tool("recall", {"query": "what instrument is the user "
+                                                    "learning? cello", "mode": "evidence",
+                                                    "k": 1})
+            return text(result), result.structured_content
+
+    answer, data = anyio.run(session)
+    (item,) = data["items"]
+    assert [m["index"] for m in item["messages"]] == [3] and "score" in item["messages"][0]
+    assert "[3] user: Two years. I also started learning the cello." in answer.splitlines()
+    assert "Pixel" not in answer  # the turn, not the session
+
+
 def test_the_clients_inputs_are_tool_inputs(api_url, mcp_url, agent):
     ns, token = agent(client="robot")
     before = timezone.now()

@@ -63,6 +63,27 @@ def test_the_langgraph_store_finds_what_it_just_put(live_server, deferred):
         assert [item.key for item in found] == ["home"]
 
 
+SESSION = [("Caroline", "Hey Mel! How was your week?"),
+           ("Melanie", "Busy with the kids. We went swimming on Sunday."),
+           ("Caroline", "My friends gave me a hand-painted bowl from Zanzibar."),
+           ("Melanie", "What a lovely present!")]
+
+
+def test_an_evidence_read_right_after_a_session_names_its_turn(live_server, deferred):
+    """A chat session committed (``remember`` returned) is read at once in ``evidence``, its
+    turn named, while its messages' vectors are still the background embedder's to make."""
+    ns = namespace_create(name="ryw-session")
+    token = token_create(namespace=ns, client="chat").key
+    with Client(live_server.url, token) as memory:
+        memory.remember(messages=[{"role": "user", "name": who, "content": text}
+                                  for who, text in SESSION])
+        read = memory.recall("where is the bowl from?", mode="evidence", k=1)
+        (item,) = read.items
+        assert [m["index"] for m in item["messages"]] == [3], read
+        assert item["messages"][0]["content"] == SESSION[2][1]
+        assert read.context.splitlines()[1:] == [item["messages"][0]["line"]]
+
+
 _word = st.text(string.ascii_lowercase, min_size=3, max_size=8)
 _facts = st.lists(st.tuples(_word, _word, st.sampled_from(["alice", "bob"])),
                   min_size=1, max_size=4, unique_by=lambda f: f[0])

@@ -342,6 +342,24 @@ def test_read_page_shows_every_mode_with_its_size(demo_ns: Any, make_user: Any) 
     assert 'data-testid="parts-raw"' not in body
 
 
+def test_the_read_page_shows_a_sessions_matched_turns_in_evidence(
+        demo_ns: Any, make_user: Any) -> None:
+    from memory.services import observation_ingest
+
+    observation_ingest(namespace=demo_ns, messages=[
+        {"role": "user", "name": "Ana", "content": "We went kayaking near Sintra."},
+        {"role": "assistant", "name": "Bo", "content": "Did you see the Pena palace?"},
+        {"role": "user", "name": "Ana", "content": "Yes, and a marmoset on the bridge."}])
+    body = client_for(make_user("viewer", demo_ns)).get(
+        f"/ns/{demo_ns.name}/read/", {"q": "marmoset"}).content.decode()
+
+    turns = body[body.index('data-testid="turns-evidence"'):]
+    turns = turns[:turns.index("</ul>")]
+    assert "[3] Ana: Yes, and a marmoset on the bridge." in turns and "kayaking" not in turns
+    assert ", words " in turns
+    assert 'data-testid="turns-raw"' not in body
+
+
 def test_an_alias_redirects_to_the_canonical_cell(demo_ns: Any, make_user: Any) -> None:
     from memory.models import Cell, KeyAlias
 

@@ -56,3 +56,32 @@ def test_a_namespace_without_messages_is_written_in_an_older_version():
     ns = namespace_create(name="quiet-ns")
     observation_ingest(namespace=ns, text="plain note")
     assert export_lines(ns)[0]["version"] == 1
+
+
+def test_an_imported_session_is_read_by_its_turns_and_a_deleted_one_leaves_none(tmp_path):
+    """The importer writes with the foreign-key triggers off (session_replication_role):
+    the message rows the evidence read ranks come with the sessions all the same, and go
+    with them."""
+    from django.db import connection
+
+    from memory.reads import read
+    from memory.services import namespace_delete
+
+    ns = namespace_create(name="turns-ns")
+    observation_ingest(namespace=ns, messages=SESSION)
+    path = tmp_path / "turns.ndjson"
+    path.write_text("\n".join(json.dumps(r) for r in export_lines(ns)) + "\n")
+    copy = namespace_import(path, name="turns-copy").namespace
+
+    (item,) = read("evidence", namespace=copy, query="Lisbon sunny", k=1).items
+    assert [m["index"] for m in item["messages"]] == [1]
+
+    def rows() -> int:
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM memory_evidencemessage WHERE namespace_id = %s",
+                        [copy.pk])
+            return cur.fetchone()[0]
+
+    assert rows() == len(SESSION)
+    namespace_delete(namespace=copy, actor="user:t")
+    assert rows() == 0

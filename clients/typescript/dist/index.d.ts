@@ -170,8 +170,8 @@ export declare class Client {
     observation(id: number, options?: Scoped): Promise<Observation>;
     /**
      * Read memory for a query (`frontier`: current values; `evidence`: the observations that
-     * best match by meaning and by the query's words, with `semantic_score` and `lexical_score`;
-     * `raw`, `raw_ordered`, `pruned`: the evidence by meaning). `asOf` reads the memory as it was
+     * best match by meaning and by the query's words, with `semantic_score` and `lexical_score`,
+     * a chat session's item naming the `messages` that matched; `raw`, `raw_ordered`, `pruned`: the evidence by meaning). `asOf` reads the memory as it was
      * then.
      */
     recall(query: string, options?: RecallOptions): Promise<ReadResult>;

@@ -615,6 +615,7 @@ export interface components {
             semantic_score?: number | null;
             /** Format: double */
             lexical_score?: number;
+            messages?: components["schemas"]["MessageHitOut"][];
             source: string;
             /** Format: date-time */
             observed_at: string | null;
@@ -793,6 +794,27 @@ export interface components {
          * @enum {string}
          */
         MentionOutKindEnum: "cell" | "operation" | "evidence";
+        /**
+         * @description A message of a chat session that the evidence read found: where it is in the session,
+         *     what it says and its score parts.
+         */
+        MessageHitOut: {
+            /** @description its number in the session, from 1 */
+            index: number;
+            role: string;
+            name?: string;
+            /** @description its time, ISO 8601, where given */
+            at?: string;
+            content: string;
+            /** @description its line of the session's transcript */
+            line: string;
+            /** Format: double */
+            score: number;
+            /** Format: double */
+            semantic_score: number | null;
+            /** Format: double */
+            lexical_score: number;
+        };
         /** @description One turn of a chat session. */
         MessageInRequest: {
             /** @description user, assistant, system, tool, … */

@@ -22,6 +22,7 @@ from memory.models import Evidence, Namespace
 
 from ..batch import Applied
 from ..binding import pipelined
+from ..embeddings import messages_after_commit
 from ..frontier import STALE_COUNT_SQL, frontier_flush_if_due
 from ..settle import Settled
 from .commit import after_commit, commit_transaction, count_committed, retrying
@@ -84,6 +85,8 @@ def ingest_at_once(*, namespace: Namespace, text: str, facts: list[dict[str, Any
         if held:
             unlock(namespace.pk)
     frontier_flush_if_due(namespace_id=namespace.pk, stale=stale)
+    if evidence.messages:  # a session: its messages' vectors
+        messages_after_commit(namespace_id=namespace.pk)
     if more:  # one that tried the drain meanwhile left it to us
         hand_on(namespace.pk)
     return evidence  # as inserted: the row holds nothing else

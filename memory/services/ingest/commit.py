@@ -22,7 +22,7 @@ from memory.models import Cell, Evidence, KeyAlias, Namespace
 
 from ..batch import Applied, Batch
 from ..binding import pipelined
-from ..embeddings import refresh_after_commit
+from ..embeddings import messages_after_commit, refresh_after_commit
 from ..planning import plan_facts
 from ..settle import mark_committed, notify_settled
 from .line import UNSETTLED
@@ -52,6 +52,8 @@ def commit_prepared(prepared: list[Prepared]) -> dict[int, list[Applied]]:
     for p in prepared:
         if out.get(p.evidence.pk):
             after_commit(p.evidence, out[p.evidence.pk], p.cached)
+    if any(p.evidence.messages for p in prepared):  # sessions: their messages' vectors
+        messages_after_commit(namespace_id=first.namespace_id)
     return out
 
 
