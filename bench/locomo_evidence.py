@@ -343,7 +343,8 @@ def plot(path: Path, results: list[dict[str, Any]]) -> None:
     width = 0.8 / len(reads)
     for n, r in enumerate(reads):
         xs = [i + n * width for i in range(len(_METRICS))]
-        ax.bar(xs, [r[m] for m in _METRICS], width, label=r["arm"])
+        fewer = f" ({r['n']} questions)" if r["n"] < max(x["n"] for x in reads) else ""
+        ax.bar(xs, [r[m] for m in _METRICS], width, label=r["arm"] + fewer)
     ax.set_xticks([i + 0.4 - width / 2 for i in range(len(_METRICS))], _METRICS)
     ax.set_ylim(0, 1)
     ax.set_ylabel("share of questions")
