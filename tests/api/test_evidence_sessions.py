@@ -187,3 +187,30 @@ def test_an_erased_value_leaves_the_messages_their_index_and_the_read(
                     " JOIN memory_evidencemessage m ON m.evidence_id = e.id"
                     " WHERE e.namespace_id = %s GROUP BY e.id ORDER BY e.id", [ns.pk])
         assert cur.fetchall()[0][1:] == (len(talk), len(talk))
+
+
+def test_re_embedding_a_namespace_re_embeds_its_sessions_messages(api, ns, commit_pending,
+                                                                   settings):
+    """No message keeps a vector of the embedder the namespace leaves: each is embedded again
+    by the new one before the namespace is recorded as its."""
+    from memory.services.reembed import namespace_reembed
+
+    write(api, ns, {"messages": messages()})
+    commit_pending()
+
+    def vectors() -> list[str]:
+        with connection.cursor() as cur:
+            cur.execute("SELECT embedding::text FROM memory_evidencemessage"
+                        " WHERE namespace_id = %s ORDER BY position", [ns.pk])
+            return [row[0] for row in cur.fetchall()]
+
+    hashed = vectors()
+    settings.PMEM_EMBEDDER = "minilm"
+    ns.refresh_from_db()
+    namespace_reembed(namespace=ns)
+
+    again = vectors()
+    assert len(again) == len(TALK) and None not in again
+    assert not set(again) & set(hashed)
+    (item,) = read(api, ns, query="a lake sunrise painting", k=1)["items"]
+    assert item["messages"][0]["index"] == 4 and item["messages"][0]["semantic_score"] > 0
