@@ -513,6 +513,9 @@ class AuditEntry(models.Model):
         TOKEN_BIND = "token_bind"
         TRUST_SET = "trust_set"
         TRUST_CLEAR = "trust_clear"
+        WEBHOOK_CREATE = "webhook_create"
+        WEBHOOK_DELETE = "webhook_delete"
+        WEBHOOK_RESUME = "webhook_resume"
 
     # Empty for an application token's rows (it reaches namespaces by prefix).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="audit",
@@ -528,3 +531,58 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor} {self.action} {self.target}"
+
+
+# Webhooks of the change feed (SPEC §12). The event log is their outbox: an endpoint keeps only
+# a cursor into it (``delivered``), so nothing is copied per endpoint and an erase that removes
+# events from the log removes them from every endpoint's future deliveries.
+
+
+class WebhookEndpoint(models.Model):
+    """A URL that receives its namespace's change events, one at a time in cursor order."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="webhooks")
+    url = models.CharField(max_length=2000)
+    secret = models.CharField(max_length=100)  # whsec_…: the receiver needs it to verify
+    # The ops it wants (accept, reject, erase, …); empty: every event.
+    ops = ArrayField(models.CharField(max_length=32), default=list, blank=True)
+    created_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # False once it has failed for PMEM_WEBHOOK_PAUSE_AFTER in a row (or paused by hand);
+    # resuming carries on from ``delivered``: nothing is skipped.
+    active = models.BooleanField(default=True)
+    # The cursor of the last event answered with a 2xx (or passed over by ``ops``).
+    delivered = models.BigIntegerField(default=0)
+    # Failed attempts at the event after ``delivered`` in a row, since when, and when the
+    # next one is due (None: now).
+    attempts = models.IntegerField(default=0)
+    failing_since = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        indexes = [models.Index(fields=["namespace"], name="webhook_namespace_idx")]
+
+
+class WebhookDelivery(models.Model):
+    """One attempt to deliver one event (no content: an erased value must not stay here)."""
+
+    class Outcome(models.TextChoices):
+        DELIVERED = "delivered"  # a 2xx
+        FAILED = "failed"  # another status
+        TIMEOUT = "timeout"
+        UNREACHABLE = "unreachable"  # no connection
+        REFUSED = "refused"  # the target's address may not be called
+
+    endpoint = models.ForeignKey(WebhookEndpoint, on_delete=models.CASCADE,
+                                 related_name="deliveries")
+    cursor = models.BigIntegerField()
+    webhook_id = models.CharField(max_length=64)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    status_code = models.IntegerField(null=True, blank=True)
+    error = models.CharField(max_length=500, blank=True, default="")
+    seconds = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["endpoint", "-id"], name="webhook_delivery_idx")]

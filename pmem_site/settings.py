@@ -285,6 +285,21 @@ PMEM_EXPIRY_EVERY = env_int("PMEM_EXPIRY_EVERY", 30)
 # while it is rewritten) so that the erased bytes leave the table files; 0: a plain VACUUM,
 # which leaves them in free space until overwritten (README, "Privacy erase").
 PMEM_ERASE_REWRITE = env_bool("PMEM_ERASE_REWRITE", False)
+# Webhooks of the change feed (memory/services/webhooks.py). 1: private, loopback and
+# link-local targets may be called (a test, a closed network); otherwise only global addresses.
+PMEM_WEBHOOK_ALLOW_PRIVATE = env_bool("PMEM_WEBHOOK_ALLOW_PRIVATE", False)
+PMEM_WEBHOOK_CONNECT_TIMEOUT = env_float("PMEM_WEBHOOK_CONNECT_TIMEOUT", 3.0)
+PMEM_WEBHOOK_TIMEOUT = env_float("PMEM_WEBHOOK_TIMEOUT", 10.0)
+# Failed deliveries wait PMEM_WEBHOOK_RETRY_BASE seconds, doubling, at most _RETRY_CAP; an
+# endpoint that has failed for PMEM_WEBHOOK_PAUSE_AFTER seconds in a row is paused.
+PMEM_WEBHOOK_RETRY_BASE = env_float("PMEM_WEBHOOK_RETRY_BASE", 2.0)
+PMEM_WEBHOOK_RETRY_CAP = env_float("PMEM_WEBHOOK_RETRY_CAP", 600.0)
+PMEM_WEBHOOK_PAUSE_AFTER = env_float("PMEM_WEBHOOK_PAUSE_AFTER", 86_400.0)
+# How often beat queues the deliveries that are due (a lost message, a retry's time, a wake-up
+# that the broker missed); commits wake their endpoints at once.
+PMEM_WEBHOOK_EVERY = env_float("PMEM_WEBHOOK_EVERY", 5.0)
+# Delivery attempts kept per endpoint in its log (the explorer's "last deliveries").
+PMEM_WEBHOOK_LOG_KEEP = env_int("PMEM_WEBHOOK_LOG_KEEP", 200)
 CELERY_BEAT_SCHEDULE = {
     "expire-facts": {"task": "memory.tasks.expire_facts",
                      "schedule": float(max(1, PMEM_EXPIRY_EVERY))},
@@ -296,6 +311,8 @@ CELERY_BEAT_SCHEDULE = {
                         "schedule": float(PMEM_ERASE_FOLLOWUP_EVERY)},
     "sweep-unsettled": {"task": "memory.tasks.sweep_unsettled",
                         "schedule": max(1.0, PMEM_SWEEP_EVERY)},
+    "kick-webhooks": {"task": "memory.tasks.kick_webhooks",
+                      "schedule": max(0.5, PMEM_WEBHOOK_EVERY)},
 }
 # A JSON file of extra rule-extractor patterns ([{"pattern", "key", "value", ...}]).
 PMEM_RULE_PATTERNS = env_str("PMEM_RULE_PATTERNS")
