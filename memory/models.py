@@ -533,6 +533,60 @@ class AuditEntry(models.Model):
         return f"{self.actor} {self.action} {self.target}"
 
 
+# --- the change feed (SPEC §12) -----------------------------------------------------------------
+
+
+class ChangeEvent(models.Model):
+    """One committed operation as the change feed (and the webhook outbox) serves it, written in
+    the commit's transaction. ``cursor`` orders a namespace's events in commit order: it is
+    handed out under :class:`ChangeCounter`'s row lock, held until the commit. Self-contained
+    (values copied, no foreign key to versions or operations): an erase deletes a key's rows
+    outright, and nothing else ever changes one, except the key of an ``erase`` event blanked
+    after its retention."""
+
+    namespace = models.ForeignKey(Namespace, on_delete=models.CASCADE, related_name="+",
+                                  db_index=False)  # the unique (namespace, cursor) index serves
+    cursor = models.BigIntegerField()
+    operation_id = models.BigIntegerField(null=True, blank=True)  # none for an erase event
+    op = models.CharField(max_length=16)
+    key = models.CharField(max_length=255, blank=True)
+    version_id = models.BigIntegerField(null=True, blank=True)
+    ordinal = models.IntegerField(null=True, blank=True)
+    value = models.TextField(null=True, blank=True)
+    previous = models.JSONField(null=True, blank=True)  # {version, ordinal, value}: displaced
+    head = models.JSONField(null=True, blank=True)  # {version, ordinal, value}: head after it
+    status = models.CharField(max_length=16, blank=True, default="")  # the version's, after
+    cell_status = models.CharField(max_length=16, blank=True, default="")  # the cell's, after
+    actor = models.CharField(max_length=200, blank=True, default="")
+    method = models.CharField(max_length=16, blank=True, default="")
+    reason = models.TextField(blank=True, default="")
+    # No foreign key (an erase or a deletion removes observations in batches of its own); the
+    # event's ``source`` is this observation's, read with it, so a redaction reaches it.
+    observation_id = models.BigIntegerField(null=True, blank=True)
+    committed_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "cursor"],
+                                               name="changeevent_cursor_unique")]
+        indexes = [
+            # An erase deletes its key's events.
+            models.Index(fields=["namespace", "key"], name="changeevent_key_idx"),
+            # The retention sweep finds the erase events whose key it blanks.
+            models.Index(fields=["committed_at"], condition=Q(op="erase") & ~Q(key=""),
+                         name="changeevent_erase_idx"),
+        ]
+
+
+class ChangeCounter(models.Model):
+    """A namespace's last handed-out change cursor. Its own row, not the namespace's: recording
+    observations locks the namespace row, and a commit takes this lock last (after its cells),
+    so the two never wait on each other in a cycle."""
+
+    namespace = models.OneToOneField(Namespace, on_delete=models.CASCADE, primary_key=True,
+                                     related_name="+")
+    last = models.BigIntegerField(default=0)
+
+
 # Webhooks of the change feed (SPEC §12). The event log is their outbox: an endpoint keeps only
 # a cursor into it (``delivered``), so nothing is copied per endpoint and an erase that removes
 # events from the log removes them from every endpoint's future deliveries.
@@ -559,9 +613,6 @@ class WebhookEndpoint(models.Model):
     failing_since = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     last_error = models.CharField(max_length=500, blank=True, default="")
-
-    class Meta:
-        indexes = [models.Index(fields=["namespace"], name="webhook_namespace_idx")]
 
 
 class WebhookDelivery(models.Model):

@@ -300,7 +300,17 @@ PMEM_WEBHOOK_PAUSE_AFTER = env_float("PMEM_WEBHOOK_PAUSE_AFTER", 86_400.0)
 PMEM_WEBHOOK_EVERY = env_float("PMEM_WEBHOOK_EVERY", 5.0)
 # Delivery attempts kept per endpoint in its log (the explorer's "last deliveries").
 PMEM_WEBHOOK_LOG_KEEP = env_int("PMEM_WEBHOOK_LOG_KEEP", 200)
+# The change feed (SPEC §12): an erase's one ``erase`` event names its key this long (seconds),
+# then beat blanks the name (checked every PMEM_ERASE_FOLLOWUP_EVERY seconds).
+PMEM_CHANGES_ERASE_RETENTION = env_int("PMEM_CHANGES_ERASE_RETENTION", 7 * 24 * 3600)
+# A server-sent events stream sends a keep-alive comment after this many idle seconds, and
+# ends after PMEM_CHANGES_STREAM_SECONDS with a ``retry:`` hint (the client resumes with
+# Last-Event-ID), so no web thread is held by one subscriber for longer than that.
+PMEM_CHANGES_KEEPALIVE = env_float("PMEM_CHANGES_KEEPALIVE", 15.0)
+PMEM_CHANGES_STREAM_SECONDS = env_float("PMEM_CHANGES_STREAM_SECONDS", 300.0)
 CELERY_BEAT_SCHEDULE = {
+    "blank-erased-change-keys": {"task": "memory.tasks.blank_erased_change_keys",
+                                 "schedule": float(max(1, PMEM_ERASE_FOLLOWUP_EVERY))},
     "expire-facts": {"task": "memory.tasks.expire_facts",
                      "schedule": float(max(1, PMEM_EXPIRY_EVERY))},
     "finish-namespace-deletions": {"task": "memory.tasks.finish_namespace_deletions",

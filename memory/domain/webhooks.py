@@ -54,16 +54,19 @@ def webhook_id(namespace_id: int, cursor: int) -> str:
     return f"evt_{namespace_id}_{cursor}"
 
 
-#: The ChangeEvent columns an event is made of, and the feed's name for each.
-EVENT_FIELDS = ("cursor", "op", "key", "version_id", "ordinal", "value", "previous", "status",
-                "cell_status", "actor", "method", "source", "reason", "observation_id",
-                "committed_at")
-_RENAMED = {"version_id": "version", "observation_id": "observation"}
+#: An event's fields, in the order the feed serves them (memory.selectors.changes).
+EVENT_FIELDS = ("cursor", "op", "key", "version", "ordinal", "value", "previous", "status",
+                "cell_status", "actor", "method", "source", "reason", "observation",
+                "committed_at", "head")
 
 
-def event_json(row: dict[str, Any]) -> dict[str, Any]:
-    """One event in the feed's shape (CONTRACT, "Change events") from its columns."""
-    out = {_RENAMED.get(name, name): row[name] for name in EVENT_FIELDS}
+def event_json(row: tuple[Any, ...]) -> dict[str, Any]:
+    """One event in the feed's shape (CONTRACT, "Change events") from a row of
+    :data:`EVENT_FIELDS`' columns."""
+    out = dict(zip(EVENT_FIELDS, row, strict=True))
+    for name in ("previous", "head"):  # a raw cursor leaves jsonb as its text
+        if isinstance(out[name], str):
+            out[name] = json.loads(out[name])
     at = out["committed_at"]
     if isinstance(at, datetime):
         out["committed_at"] = at.isoformat().replace("+00:00", "Z")

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Max
+from memory.models import Namespace, WebhookDelivery, WebhookEndpoint
 
-from memory.models import ChangeEvent, Namespace, WebhookDelivery, WebhookEndpoint
+from .changes import last_cursor
 
 
-def webhook_row(endpoint: WebhookEndpoint, last_cursor: int | None = None) -> dict[str, Any]:
+def webhook_row(endpoint: WebhookEndpoint, last: int | None = None) -> dict[str, Any]:
     """One endpoint without its secret (shown once, when it is made)."""
-    last = last_cursor if last_cursor is not None else _last_cursor(endpoint.namespace_id)
+    last = last if last is not None else last_cursor(endpoint.namespace_id)
     return {
         "id": endpoint.pk, "namespace": endpoint.namespace.name, "url": endpoint.url,
         "ops": list(endpoint.ops), "active": endpoint.active, "delivered": endpoint.delivered,
@@ -24,7 +24,7 @@ def webhook_row(endpoint: WebhookEndpoint, last_cursor: int | None = None) -> di
 
 
 def webhook_rows(*, namespace: Namespace) -> list[dict[str, Any]]:
-    last = _last_cursor(namespace.pk)
+    last = last_cursor(namespace.pk)
     return [webhook_row(e, last) for e in
             WebhookEndpoint.objects.filter(namespace=namespace).select_related("namespace")
             .order_by("id")]
@@ -42,8 +42,3 @@ def webhook_find(endpoint_id: int) -> WebhookEndpoint | None:
 def webhook_deliveries(*, endpoint_id: int, limit: int = 10) -> list[WebhookDelivery]:
     """The endpoint's last delivery attempts, newest first."""
     return list(WebhookDelivery.objects.filter(endpoint_id=endpoint_id).order_by("-id")[:limit])
-
-
-def _last_cursor(namespace_id: int) -> int:
-    return (ChangeEvent.objects.filter(namespace_id=namespace_id)
-            .aggregate(last=Max("cursor"))["last"]) or 0

@@ -47,6 +47,7 @@ from memory.llm.embedding import embed_texts
 from memory.models import EMBED_DIM, Cell, EraseAudit, Evidence, KeyAlias, Namespace
 
 from .binding import Float4Array, bound_cursor
+from .changes import erase_events
 from .graph import CellNotFound
 from .observations import evidence_text
 
@@ -69,7 +70,7 @@ REEMBED_BATCH = 256
 #: The tables whose dead tuples hold erased bytes until vacuumed (TOAST goes with them).
 ERASE_TABLES = ("memory_version", "memory_cell", "memory_evidence", "memory_operation",
                 "memory_keyalias", "memory_supportedge", "memory_tombstone",
-                "memory_frontiervector")
+                "memory_frontiervector", "memory_changeevent")
 _VACUUM_LOCK = (0x504D, 0x4552)  # "PM", "ER": one follow-up at a time
 
 
@@ -153,6 +154,7 @@ def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = Fal
         audit = EraseAudit.objects.create(namespace=namespace, key=key_digest(cell.key),
                                           actor=actor, versions_erased=n_versions,
                                           evidence_redacted=len(redacted))
+        erase_events(namespace_id=namespace.pk, names=names, key=cell.key, actor=actor)
     # After the commit: the search reads other rows only, and must not hold the cell's lock
     # for as long as it takes to look up every value of a long history.
     mentions = _mentions(namespace.pk, cell.pk, names, values) if report else Mentions()

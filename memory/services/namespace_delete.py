@@ -113,6 +113,7 @@ def _finish(namespace_id: int, audit: NamespaceDeletion) -> None:
     _delete_keys(namespace_id)
     _delete_in_batches("memory_operation", namespace_id)
     _delete_in_batches("memory_evidence", namespace_id)
+    _delete_in_batches("memory_changeevent", namespace_id)
     with transaction.atomic():
         # The namespace row last, locked: a worker that committed into it meanwhile (an
         # observation recorded before the rename) is waited for, and its rows go here.

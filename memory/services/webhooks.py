@@ -29,12 +29,10 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max
 from django.utils import timezone
 
 from memory import metrics
 from memory.domain.webhooks import (
-    EVENT_FIELDS,
     TargetRefused,
     backoff_seconds,
     clean_ops,
@@ -44,7 +42,13 @@ from memory.domain.webhooks import (
     signed_headers,
     webhook_id,
 )
-from memory.models import AuditEntry, ChangeEvent, Namespace, WebhookDelivery, WebhookEndpoint
+from memory.models import (
+    AuditEntry,
+    ChangeCounter,
+    Namespace,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 
 from .tokens import audit_record
 from .webhook_http import Answer, check_url, post
@@ -67,8 +71,8 @@ def webhook_create(*, namespace: Namespace, url: str, actor: str,
     with transaction.atomic():
         # Every event up to the last cursor is committed (cursors are handed out in commit
         # order), so the endpoint starts after exactly what is already there.
-        last = (ChangeEvent.objects.filter(namespace=namespace)
-                .aggregate(last=Max("cursor"))["last"]) or 0
+        last = (ChangeCounter.objects.filter(namespace=namespace)
+                .values_list("last", flat=True).first()) or 0
         endpoint = WebhookEndpoint.objects.create(
             namespace=namespace, url=url.strip(), secret=new_secret(), ops=wanted,
             created_by=actor, delivered=last)
@@ -125,19 +129,32 @@ def webhook_due(endpoint_id: int) -> WebhookEndpoint | None:
     return endpoint
 
 
+# The feed's own read (memory.selectors.changes.events_after), for the one event after a cursor:
+# services sit below the selectors (tests/services/test_webhooks.py checks the two agree).
+_NEXT_EVENT = """
+SELECT c.cursor, c.op, c.key, c.version_id, c.ordinal, c.value, c.previous, c.status,
+       c.cell_status, c.actor, c.method, COALESCE(e.source, ''), c.reason, c.observation_id,
+       c.committed_at, c.head
+  FROM memory_changeevent c LEFT JOIN memory_evidence e ON e.id = c.observation_id
+ WHERE c.namespace_id = %s AND c.cursor > %s AND c.cursor <= %s
+   AND (cardinality(%s::varchar[]) = 0 OR c.op = ANY(%s::varchar[]))
+ ORDER BY c.cursor
+ LIMIT 1
+"""
+
+
 def webhook_next_event(endpoint: WebhookEndpoint) -> dict[str, Any] | None:
     """The next event the endpoint is to receive (the first after its cursor that its ops
     filter wants), in the feed's shape; None when there is none. Events its filter leaves out
     are passed over: the cursor moves past them."""
     # The last cursor is read first: every event up to it is committed (cursors are handed
-    # out in commit order), so none the filter wants can still appear below it.
-    last = (ChangeEvent.objects.filter(namespace_id=endpoint.namespace_id)
-            .aggregate(last=Max("cursor"))["last"]) or 0
-    rows = ChangeEvent.objects.filter(namespace_id=endpoint.namespace_id,
-                                      cursor__gt=endpoint.delivered, cursor__lte=last)
-    if endpoint.ops:
-        rows = rows.filter(op__in=endpoint.ops)
-    row = rows.order_by("cursor").values(*EVENT_FIELDS).first()
+    # out in commit order, under the counter's row lock), so none can still appear below it.
+    last = (ChangeCounter.objects.filter(namespace_id=endpoint.namespace_id)
+            .values_list("last", flat=True).first()) or 0
+    ops = list(endpoint.ops)
+    with connection.cursor() as cur:
+        cur.execute(_NEXT_EVENT, [endpoint.namespace_id, endpoint.delivered, last, ops, ops])
+        row = cur.fetchone()
     if row is None:
         WebhookEndpoint.objects.filter(pk=endpoint.pk, delivered__lt=last).update(delivered=last)
         return None

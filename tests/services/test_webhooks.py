@@ -237,3 +237,19 @@ def test_the_command_creates_lists_resumes_and_deletes(ns, receiver):
     with pytest.raises(CommandError, match="--ops"):
         call_command("pmem_webhook", "create", ns.name, "--url", receiver.url, "--ops", "nope",
                      stdout=StringIO())
+
+
+def test_a_delivered_event_is_the_feeds_event(ns, receiver):
+    from memory.selectors.changes import events_after
+
+    endpoint = webhook_create(namespace=ns, url=receiver.url, actor="test")
+    observations_ingest(namespace=ns, observations=[
+        {"text": "city = Paris", "source": "crm"}, {"text": "city = Rome"}])
+    cell_erase(namespace=ns, key="city", actor="user:t")
+    told(ns, "team = red")
+    deliver_until_idle(endpoint)
+
+    feed = events_after(ns.pk, 0, 100)
+    sent = [{k: v for k, v in e.items() if k != "namespace"}
+            for e in receiver.verified(endpoint.secret)]
+    assert sent == feed
