@@ -121,7 +121,8 @@ def webhook_claim(endpoint_id: int) -> Iterator[bool]:
 
 def webhook_due(endpoint_id: int) -> WebhookEndpoint | None:
     """The endpoint when it is active and its next attempt is due now."""
-    endpoint = WebhookEndpoint.objects.filter(pk=endpoint_id, active=True).first()
+    endpoint = (WebhookEndpoint.objects.filter(pk=endpoint_id, active=True)
+                .select_related("namespace").first())
     if endpoint is None:
         return None
     if endpoint.next_attempt_at is not None and endpoint.next_attempt_at > timezone.now():
