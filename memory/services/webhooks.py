@@ -28,7 +28,7 @@ from typing import Any
 
 from celery import current_app
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memory import metrics
@@ -133,33 +133,37 @@ def webhook_due(endpoint_id: int) -> WebhookEndpoint | None:
 # The feed's own read (memory.selectors.changes.events_after), for the one event after a cursor:
 # services sit below the selectors (tests/services/test_webhooks.py checks the two agree).
 _NEXT_EVENT = """
-SELECT c.cursor, c.op, c.key, c.version_id, c.ordinal, c.value, c.previous, c.status,
-       c.cell_status, c.actor, c.method, COALESCE(e.source, ''), c.reason, c.observation_id,
-       c.committed_at, c.head
-  FROM memory_changeevent c LEFT JOIN memory_evidence e ON e.id = c.observation_id
- WHERE c.namespace_id = %s AND c.cursor > %s AND c.cursor <= %s
-   AND (cardinality(%s::varchar[]) = 0 OR c.op = ANY(%s::varchar[]))
- ORDER BY c.cursor
- LIMIT 1
+WITH k AS (SELECT COALESCE((SELECT last FROM memory_changecounter
+                            WHERE namespace_id = %(ns)s), 0) AS last)
+SELECT k.last, n.* FROM k LEFT JOIN LATERAL (
+    SELECT c.cursor, c.op, c.key, c.version_id, c.ordinal, c.value, c.previous, c.status,
+           c.cell_status, c.actor, c.method, COALESCE(e.source, ''), c.reason,
+           c.observation_id, c.committed_at, c.head
+      FROM memory_changeevent c LEFT JOIN memory_evidence e ON e.id = c.observation_id
+     WHERE c.namespace_id = %(ns)s AND c.cursor > %(after)s AND c.cursor <= k.last
+       AND (cardinality(%(ops)s::varchar[]) = 0 OR c.op = ANY(%(ops)s::varchar[]))
+     ORDER BY c.cursor
+     LIMIT 1) n ON true
 """
 
 
 def webhook_next_event(endpoint: WebhookEndpoint) -> dict[str, Any] | None:
     """The next event the endpoint is to receive (the first after its cursor that its ops
     filter wants), in the feed's shape; None when there is none. Events its filter leaves out
-    are passed over: the cursor moves past them."""
-    # The last cursor is read first: every event up to it is committed (cursors are handed
-    # out in commit order, under the counter's row lock), so none can still appear below it.
-    last = (ChangeCounter.objects.filter(namespace_id=endpoint.namespace_id)
-            .values_list("last", flat=True).first()) or 0
-    ops = list(endpoint.ops)
+    are passed over: the cursor moves past them. One statement, one snapshot."""
+    # Only events up to the namespace's last cursor are looked at: every one of them is
+    # committed (cursors are handed out in commit order, under the counter's row lock), so
+    # none can still appear below it, and passing over up to it skips nothing.
     with connection.cursor() as cur:
-        cur.execute(_NEXT_EVENT, [endpoint.namespace_id, endpoint.delivered, last, ops, ops])
-        row = cur.fetchone()
-    if row is None:
-        WebhookEndpoint.objects.filter(pk=endpoint.pk, delivered__lt=last).update(delivered=last)
+        cur.execute(_NEXT_EVENT, {"ns": endpoint.namespace_id, "after": endpoint.delivered,
+                                  "ops": list(endpoint.ops)})
+        last, *row = cur.fetchone()
+    if row[0] is None:
+        if last > endpoint.delivered:
+            WebhookEndpoint.objects.filter(pk=endpoint.pk, delivered__lt=last).update(
+                delivered=last)
         return None
-    return event_json(row)
+    return event_json(tuple(row))
 
 
 def webhook_attempt(*, endpoint: WebhookEndpoint, event: dict[str, Any],
@@ -177,17 +181,29 @@ def webhook_attempt(*, endpoint: WebhookEndpoint, event: dict[str, Any],
                   timeout=settings.PMEM_WEBHOOK_TIMEOUT)
     seconds = (timezone.now() - started).total_seconds()
     metrics.WEBHOOK_DELIVERIES.labels(outcome=answer.outcome).inc()
+    try:
+        _record(endpoint, cursor, msg_id, answer, seconds)
+    except IntegrityError:  # the endpoint was deleted during the POST: nothing to record
+        endpoint.active = False
+    return answer
+
+
+def _record(endpoint: WebhookEndpoint, cursor: int, msg_id: str, answer: Answer,
+            seconds: float) -> None:
     with transaction.atomic():
         WebhookDelivery.objects.create(endpoint_id=endpoint.pk, cursor=cursor, webhook_id=msg_id,
                                        outcome=answer.outcome, status_code=answer.status,
                                        error=answer.error[:500], seconds=seconds)
         if answer.ok:
-            WebhookEndpoint.objects.filter(pk=endpoint.pk, delivered__lt=cursor).update(
+            moved = WebhookEndpoint.objects.filter(
+                pk=endpoint.pk, delivered__lt=cursor).update(
                 delivered=cursor, attempts=0, failing_since=None, next_attempt_at=None,
                 last_error="")
+            # Not moved: deleted meanwhile (or moved on by another deliverer): stop here.
+            endpoint.delivered, endpoint.attempts, endpoint.failing_since = cursor, 0, None
+            endpoint.active = endpoint.active and bool(moved)
         else:
             _failed(endpoint, answer)
-    return answer
 
 
 def _failed(endpoint: WebhookEndpoint, answer: Answer) -> None:
@@ -229,9 +245,11 @@ def webhooks_deliver(*, endpoint_id: int, deadline: float | None = None) -> Run:
     none is left, one fails, or ``time.monotonic()`` passes ``deadline``. The caller holds
     :func:`webhook_claim`."""
     sent = 0
+    endpoint = webhook_due(endpoint_id)
+    if endpoint is None:
+        return Run("not due", sent)
     while True:
-        endpoint = webhook_due(endpoint_id)
-        if endpoint is None:
+        if not endpoint.active:
             return Run("not due", sent)
         event = webhook_next_event(endpoint)
         if event is None:
