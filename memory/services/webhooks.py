@@ -132,9 +132,15 @@ def webhook_due(endpoint_id: int) -> WebhookEndpoint | None:
 
 # The feed's own read (memory.selectors.changes.events_after), for the one event after a cursor:
 # services sit below the selectors (tests/services/test_webhooks.py checks the two agree).
-_NEXT_EVENT = """
-WITH k AS (SELECT COALESCE((SELECT last FROM memory_changecounter
-                            WHERE namespace_id = %(ns)s), 0) AS last)
+# The next event after ``after`` (memory.selectors.changes.events_after's shape: services sit
+# below the selectors; tests/services/test_webhooks.py checks the two agree), with the
+# namespace's last cursor read in the same snapshot. Only events up to that cursor are looked
+# at: every one of them is committed (cursors are handed out in commit order, under the
+# counter's row lock), so none can still appear below it, and passing over up to it (an ops
+# filter's events left out) skips nothing.
+_NEXT = """
+k AS (SELECT COALESCE((SELECT last FROM memory_changecounter
+                       WHERE namespace_id = %(ns)s), 0) AS last)
 SELECT k.last, n.* FROM k LEFT JOIN LATERAL (
     SELECT c.cursor, c.op, c.key, c.version_id, c.ordinal, c.value, c.previous, c.status,
            c.cell_status, c.actor, c.method, COALESCE(e.source, ''), c.reason,
@@ -145,65 +151,80 @@ SELECT k.last, n.* FROM k LEFT JOIN LATERAL (
      ORDER BY c.cursor
      LIMIT 1) n ON true
 """
+# A 2xx recorded and the next event read in ONE statement (one round trip an event): the
+# cursor moves (never backwards; not at all when the endpoint was deleted meanwhile), the
+# attempt is logged, and the next event is read after it.
+_DELIVERED_THEN_NEXT = """
+WITH moved AS (
+    UPDATE memory_webhookendpoint SET delivered = %(after)s, attempts = 0,
+           failing_since = NULL, next_attempt_at = NULL, last_error = ''
+     WHERE id = %(id)s AND delivered < %(after)s RETURNING id
+), logged AS (
+    INSERT INTO memory_webhookdelivery (endpoint_id, cursor, webhook_id, outcome, status_code,
+                                        error, seconds, created_at)
+    SELECT id, %(after)s, %(msg)s, 'delivered', %(status)s, '', %(seconds)s, now() FROM moved
+    RETURNING 1
+), """ + _NEXT.replace("SELECT k.last,", "SELECT (SELECT count(*) FROM moved), k.last,", 1)
+
+
+def _next(endpoint: WebhookEndpoint, sql: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    params = {"ns": endpoint.namespace_id, "ops": list(endpoint.ops), **params}
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        row = cur.fetchone()
+    if sql is _DELIVERED_THEN_NEXT:
+        moved, *row = row
+        if not moved:  # deleted meanwhile, or another deliverer moved on: stop here
+            endpoint.active = False
+            return None
+        endpoint.delivered, endpoint.attempts, endpoint.failing_since = params["after"], 0, None
+    last, *event = row
+    if event[0] is None:
+        if last > endpoint.delivered:
+            WebhookEndpoint.objects.filter(pk=endpoint.pk, delivered__lt=last).update(
+                delivered=last)
+            endpoint.delivered = last
+        return None
+    return event_json(tuple(event))
 
 
 def webhook_next_event(endpoint: WebhookEndpoint) -> dict[str, Any] | None:
     """The next event the endpoint is to receive (the first after its cursor that its ops
-    filter wants), in the feed's shape; None when there is none. Events its filter leaves out
-    are passed over: the cursor moves past them. One statement, one snapshot."""
-    # Only events up to the namespace's last cursor are looked at: every one of them is
-    # committed (cursors are handed out in commit order, under the counter's row lock), so
-    # none can still appear below it, and passing over up to it skips nothing.
-    with connection.cursor() as cur:
-        cur.execute(_NEXT_EVENT, {"ns": endpoint.namespace_id, "after": endpoint.delivered,
-                                  "ops": list(endpoint.ops)})
-        last, *row = cur.fetchone()
-    if row[0] is None:
-        if last > endpoint.delivered:
-            WebhookEndpoint.objects.filter(pk=endpoint.pk, delivered__lt=last).update(
-                delivered=last)
-        return None
-    return event_json(tuple(row))
+    filter wants), in the feed's shape; None when there is none (events its filter leaves out
+    are passed over: the cursor moves past them)."""
+    return _next(endpoint, "WITH " + _NEXT, {"after": endpoint.delivered})
 
 
 def webhook_attempt(*, endpoint: WebhookEndpoint, event: dict[str, Any],
-                    namespace: str) -> Answer:
-    """POST one event (the next after ``endpoint.delivered``), log the attempt and move the
-    cursor on its 2xx, or schedule the next attempt. The caller holds :func:`webhook_claim`."""
+                    namespace: str) -> tuple[Answer, dict[str, Any] | None]:
+    """POST one event (the next after ``endpoint.delivered``) and log the attempt: on its 2xx
+    the cursor moves and the next event is returned with the answer; otherwise the next
+    attempt is scheduled. The caller holds :func:`webhook_claim`."""
     cursor = int(event["cursor"])
     msg_id = webhook_id(endpoint.namespace_id, cursor)
     body = event_body({**event, "namespace": namespace})
     headers = signed_headers(endpoint.secret, msg_id, body, timezone.now())
-    started = timezone.now()
+    started = time.monotonic()
     answer = post(endpoint.url, body, headers,
                   allow_private=settings.PMEM_WEBHOOK_ALLOW_PRIVATE,
                   connect_timeout=settings.PMEM_WEBHOOK_CONNECT_TIMEOUT,
                   timeout=settings.PMEM_WEBHOOK_TIMEOUT)
-    seconds = (timezone.now() - started).total_seconds()
+    seconds = time.monotonic() - started
     metrics.WEBHOOK_DELIVERIES.labels(outcome=answer.outcome).inc()
+    if answer.ok:
+        return answer, _next(endpoint, _DELIVERED_THEN_NEXT, {
+            "id": endpoint.pk, "after": cursor, "msg": msg_id, "status": answer.status,
+            "seconds": seconds})
     try:
-        _record(endpoint, cursor, msg_id, answer, seconds)
+        with transaction.atomic():
+            WebhookDelivery.objects.create(
+                endpoint_id=endpoint.pk, cursor=cursor, webhook_id=msg_id,
+                outcome=answer.outcome, status_code=answer.status, error=answer.error[:500],
+                seconds=seconds)
+            _failed(endpoint, answer)
     except IntegrityError:  # the endpoint was deleted during the POST: nothing to record
         endpoint.active = False
-    return answer
-
-
-def _record(endpoint: WebhookEndpoint, cursor: int, msg_id: str, answer: Answer,
-            seconds: float) -> None:
-    with transaction.atomic():
-        WebhookDelivery.objects.create(endpoint_id=endpoint.pk, cursor=cursor, webhook_id=msg_id,
-                                       outcome=answer.outcome, status_code=answer.status,
-                                       error=answer.error[:500], seconds=seconds)
-        if answer.ok:
-            moved = WebhookEndpoint.objects.filter(
-                pk=endpoint.pk, delivered__lt=cursor).update(
-                delivered=cursor, attempts=0, failing_since=None, next_attempt_at=None,
-                last_error="")
-            # Not moved: deleted meanwhile (or moved on by another deliverer): stop here.
-            endpoint.delivered, endpoint.attempts, endpoint.failing_since = cursor, 0, None
-            endpoint.active = endpoint.active and bool(moved)
-        else:
-            _failed(endpoint, answer)
+    return answer, None
 
 
 def _failed(endpoint: WebhookEndpoint, answer: Answer) -> None:
@@ -248,19 +269,18 @@ def webhooks_deliver(*, endpoint_id: int, deadline: float | None = None) -> Run:
     endpoint = webhook_due(endpoint_id)
     if endpoint is None:
         return Run("not due", sent)
-    while True:
-        if not endpoint.active:
-            return Run("not due", sent)
-        event = webhook_next_event(endpoint)
-        if event is None:
-            return Run("idle", sent)
-        answer = webhook_attempt(endpoint=endpoint, event=event,
-                                 namespace=endpoint.namespace.name)
+    event = webhook_next_event(endpoint)
+    while event is not None:
+        answer, event = webhook_attempt(endpoint=endpoint, event=event,
+                                        namespace=endpoint.namespace.name)
         if not answer.ok:
             return Run(answer.outcome, sent, webhook_wait(endpoint) if endpoint.active else None)
         sent += 1
-        if deadline is not None and time.monotonic() >= deadline:
+        if not endpoint.active:
+            return Run("not due", sent)
+        if event is not None and deadline is not None and time.monotonic() >= deadline:
             return Run("continued", sent)
+    return Run("idle", sent)
 
 
 def webhooks_due(endpoint_id: int | None = None) -> list[int]:
