@@ -29,6 +29,18 @@ def accept(ns, key: str, value: str) -> None:
     operation_apply(namespace=ns, key=key, op="accept", value=value, actor="user:t")
 
 
+def accept_later(seconds: float, ns, key: str, value: str) -> None:
+    """Commit from another thread after ``seconds`` (closing that thread's connection)."""
+
+    def run() -> None:
+        try:
+            accept(ns, key, value)
+        finally:
+            connection.close()
+
+    threading.Timer(seconds, run).start()
+
+
 def test_pages_follow_next_in_commit_order(ns, api):
     for i in range(5):
         accept(ns, f"k{i}", f"v{i}")
@@ -160,7 +172,7 @@ def test_a_stream_sends_each_event_as_it_commits_with_keep_alives(stream):
     accept(ns, "k", "first")
     with stream(ns, token) as response:
         assert response.headers["Content-Type"].startswith("text/event-stream")
-        threading.Timer(0.6, accept, args=(ns, "k", "second")).start()
+        accept_later(0.6, ns, "k", "second")
         frames = _frames(response, until=2)
     events = [f for f in frames if "id" in f]
     assert [(f["id"], f["event"]) for f in events] == [("1", "change"), ("2", "change")]
