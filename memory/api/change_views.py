@@ -2,8 +2,8 @@
 cursor, a long poll woken by the commit's notice, and server-sent events on the same URL.
 
 A stream holds a web thread while it is open, and the web server has few (gunicorn gthread:
-workers x threads). So a stream is bounded twice (docs/decisions.md, "The change feed's
-streams"): it ends after ``PMEM_CHANGES_STREAM_SECONDS`` with a ``retry:`` hint, and the
+workers x threads). So a stream is bounded twice (docs/decisions.md, "The change feed"):
+it ends after ``PMEM_CHANGES_STREAM_SECONDS`` with a ``retry:`` hint, and the
 client resumes with ``Last-Event-ID``; and at most ``PMEM_CHANGES_STREAMS`` streams per
 process stay open at once — a subscriber over that gets what is there now and a longer
 ``retry:``, and holds no thread until it comes back. Every other endpoint keeps its threads.
