@@ -23,7 +23,6 @@ from ._urls import API, as_of_text, cell_path, ns_path, params, rebase
 from .types import (
     AnswerResult,
     Cell,
-    ChangeEvent,
     EraseReport,
     HistoryEntry,
     HistoryPage,
@@ -427,34 +426,6 @@ def cells_call(namespace: str, *, status: str | None, search: str | None,
     return Call("GET", f"{_ns(namespace)}cells/",
                 params=_params(status=status, search=search, as_of=_as_of(as_of), limit=limit,
                                filter=json.dumps(filter) if filter else None))
-
-
-def changes_call(namespace: str, *, after: int | None, wait: float | None,
-                 limit: int | None) -> Call:
-    """A page of the change feed after the cursor ``after``; ``wait``: long-poll that many
-    seconds when there is none yet (at most :data:`CHANGES_WAIT_MAX` per request, below the
-    client's default timeout; the iterator asks again)."""
-    return Call("GET", f"{_ns(namespace)}changes/",
-                params=_params(after=after, limit=limit, wait=None if wait is None
-                               else max(0, min(CHANGES_WAIT_MAX, round(wait)))))
-
-
-#: The longest long poll one request asks for (the server takes up to 60 s).
-CHANGES_WAIT_MAX = 45
-
-
-def changes_page(call: Call, base_url: str) -> Steps[tuple[list[ChangeEvent], Call]]:
-    """One page of the feed, and the call of the next (the feed's ``next`` always names one:
-    the events after these, whether or not any committed yet)."""
-    reply = yield call
-    body = reply.body or {}
-    events = [ChangeEvent.from_json(item) for item in body.get("results") or []]
-    following = body.get("next")
-    if following:
-        return events, Call("GET", rebase(following, base_url))
-    after = events[-1].cursor if events else (call.params or {}).get("after")
-    return events, replace(call, params={**(call.params or {}),
-                                         **({"after": str(after)} if after else {})})
 
 
 def operations_call(namespace: str, **filters: Any) -> Call:

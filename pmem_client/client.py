@@ -18,8 +18,8 @@ from typing import Any, TypeVar
 
 import httpx2
 
+from . import _changes, errors
 from . import _protocol as p
-from . import errors
 from .types import (
     AnswerResult,
     Cell,
@@ -350,9 +350,9 @@ class Client(_Base):
         (none: from the oldest kept), in commit order. Without ``wait`` it ends at the newest
         event; with ``wait`` (seconds) it never ends: each time it has caught up it long-polls
         for the next commit. Resume a broken iteration with ``after=<last event's cursor>``."""
-        call = p.changes_call(self._ns(namespace), after=after, wait=wait, limit=page_size)
+        call = _changes.changes_call(self._ns(namespace), after=after, wait=wait, limit=page_size)
         while True:
-            events, call = self._run(p.changes_page(call, self.base_url))
+            events, call = self._run(_changes.changes_page(call, self.base_url))
             yield from events
             if not events and wait is None:
                 return
@@ -589,10 +589,10 @@ class AsyncClient(_Base):
                       page_size: int | None = None,
                       namespace: str | None = None) -> AsyncIterator[ChangeEvent]:
         """As :meth:`Client.changes`."""
-        call = p.changes_call(await self._ns(namespace), after=after, wait=wait,
+        call = _changes.changes_call(await self._ns(namespace), after=after, wait=wait,
                               limit=page_size)
         while True:
-            events, call = await self._run(p.changes_page(call, self.base_url))
+            events, call = await self._run(_changes.changes_page(call, self.base_url))
             for event in events:
                 yield event
             if not events and wait is None:

@@ -5,8 +5,9 @@ A stream holds a web thread while it is open, and the web server has few (gunico
 workers x threads). So a stream is bounded twice (docs/decisions.md, "The change feed"):
 it ends after ``PMEM_CHANGES_STREAM_SECONDS`` with a ``retry:`` hint, and the
 client resumes with ``Last-Event-ID``; and at most ``PMEM_CHANGES_STREAMS`` streams per
-process stay open at once — a subscriber over that gets what is there now and a longer
-``retry:``, and holds no thread until it comes back. Every other endpoint keeps its threads.
+process stay open at once (long polls, ``wait``, count too) — a subscriber over that gets
+what is there now and a longer ``retry:`` (a long poll: an answer at once), and holds no
+thread until it comes back. Every other endpoint keeps its threads.
 """
 
 from __future__ import annotations
@@ -130,7 +131,14 @@ class ChangesView(NamespaceView):
         if EVENT_STREAM in request.META.get("HTTP_ACCEPT", ""):
             resume = _cursor(request.META.get("HTTP_LAST_EVENT_ID"), "Last-Event-ID")
             return _stream(namespace.pk, resume if resume is not None else after)
-        events = events_waiting(namespace.pk, after, limit, float(wait))
+        # A long poll holds a thread as a stream does, and shares the streams' slots: over
+        # the cap it is answered at once (the clients ask again after a pause).
+        held = wait > 0 and SLOTS.take()
+        try:
+            events = events_waiting(namespace.pk, after, limit, float(wait) if held else 0.0)
+        finally:
+            if held:
+                SLOTS.give()
         last = events[-1]["cursor"] if events else (after or 0)
         return Response({"results": events, "next": next_url(request, after=last)})
 

@@ -217,3 +217,9 @@ def test_over_the_process_cap_a_subscriber_gets_what_is_there_and_comes_back(str
         with stream(ns, token) as busy:
             body = busy.text  # ends at once: no thread is held for it
     assert f"retry: {change_views.RETRY_BUSY_MS}" in body and "id: 1" in body
+
+
+def test_a_long_poll_over_the_process_cap_is_answered_at_once(ns, api, settings):
+    settings.PMEM_CHANGES_STREAMS = 0  # every thread the streams may take is taken
+    body = api.get(url(ns), {"wait": 60}).json()  # would wait a minute with a slot free
+    assert body["results"] == [] and "after=0" in body["next"]

@@ -646,6 +646,9 @@ export class Client {
       const page: { results: ChangeEvent[]; next: string } = await this.#send(call);
       yield* page.results;
       if (!page.results.length && wait === undefined) return;
+      // Nothing came: the wait ran out, or the server had no thread to spare for it and
+      // answered at once. A pause, so that a busy server is not asked in a tight loop.
+      if (!page.results.length) await new Promise((resolve) => setTimeout(resolve, 1000));
       call = { method: "GET", url: page.next };
     }
   }
