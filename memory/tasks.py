@@ -40,7 +40,7 @@ from memory.services import (
 )
 from memory.services.adopt import Adoption
 from memory.services.ahead import PreparationTimedOut
-from memory.services.changes import erase_keys_blank
+from memory.services.changes import erase_keys_forget
 from memory.services.expiry import expire_due_everywhere
 from memory.services.frontier import frontier_flush_all
 from memory.services.limits import namespace_head_fail, observation_fail_if_unextracted
@@ -316,8 +316,9 @@ def sweep_unsettled(every_lease: bool = True) -> int:
 @shared_task(acks_late=True, ignore_result=True, base=TimeLimitedTask)
 def blank_erased_change_keys() -> int:
     """The change feed's ``erase`` events lose their key after
-    ``PMEM_CHANGES_ERASE_RETENTION`` (beat; harmless to run at any time)."""
-    return erase_keys_blank()
+    ``PMEM_CHANGES_ERASE_RETENTION``, and leave the table's files (beat; harmless to run at
+    any time)."""
+    return erase_keys_forget()
 
 
 @shared_task(acks_late=True, ignore_result=True, base=TimeLimitedTask)

@@ -307,7 +307,10 @@ PMEM_CHANGES_ERASE_RETENTION = env_int("PMEM_CHANGES_ERASE_RETENTION", 7 * 24 * 
 # ends after PMEM_CHANGES_STREAM_SECONDS with a ``retry:`` hint (the client resumes with
 # Last-Event-ID), so no web thread is held by one subscriber for longer than that.
 PMEM_CHANGES_KEEPALIVE = env_float("PMEM_CHANGES_KEEPALIVE", 15.0)
-PMEM_CHANGES_STREAM_SECONDS = env_float("PMEM_CHANGES_STREAM_SECONDS", 300.0)
+PMEM_CHANGES_STREAM_SECONDS = env_float("PMEM_CHANGES_STREAM_SECONDS", 60.0)
+# At most this many streams open at once per web process (each holds one of its threads); a
+# subscriber over it gets the events there are and a longer ``retry:`` (docs/decisions.md).
+PMEM_CHANGES_STREAMS = env_int("PMEM_CHANGES_STREAMS", 2)
 CELERY_BEAT_SCHEDULE = {
     "blank-erased-change-keys": {"task": "memory.tasks.blank_erased_change_keys",
                                  "schedule": float(max(1, PMEM_ERASE_FOLLOWUP_EVERY))},

@@ -142,3 +142,17 @@ def erase_keys_blank(now: datetime | None = None) -> int:
         cur.execute("UPDATE memory_changeevent SET key = '' WHERE op = %s AND key <> ''"
                     " AND committed_at <= %s", [ERASE, before])
         return cur.rowcount
+
+
+def erase_keys_forget(now: datetime | None = None) -> int:
+    """:func:`erase_keys_blank`, then the dead rows that still hold the names vacuumed — with
+    ``PMEM_ERASE_REWRITE``, the table rewritten (locked while it is copied), as the erase's
+    follow-up does to its tables, so the names leave the files. Beat runs it; never inside a
+    transaction. Returns how many keys it blanked."""
+    blanked = erase_keys_blank(now)
+    if blanked:
+        with connection.cursor() as cur:
+            cur.execute("VACUUM (FULL, ANALYZE) memory_changeevent"
+                        if settings.PMEM_ERASE_REWRITE
+                        else "VACUUM (INDEX_CLEANUP ON) memory_changeevent")
+    return blanked
