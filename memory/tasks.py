@@ -383,14 +383,9 @@ def deliver_webhook(self: Task, endpoint_id: int) -> str:
                 return "busy"
             run = webhooks_deliver(endpoint_id=endpoint_id, deadline=deadline)
     except Exception as exc:
-        if _outage(exc) is None:
+        if _retry_or_fail(self, exc, None) is None:  # raises Retry after an outage
             raise
-        if _outage(exc) == "database":
-            connection.close()
-        countdown = min(float(settings.PMEM_TASK_RETRY_CAP),
-                        float(settings.PMEM_TASK_RETRY_BASE) * 2 ** min(self.request.retries, 16))
-        metrics.TASK_RETRIES.labels(cause=_outage(exc) or "database").inc()
-        raise self.retry(countdown=countdown, exc=exc, max_retries=None) from None
+        return "failed"
     # A commit's wake-up that found this task holding the claim was dropped ("busy"); its
     # event committed before the claim was let go, so looking once more now finds it.
     if run.outcome == "continued" or (run.outcome == "idle" and webhooks_due(endpoint_id)):
