@@ -253,3 +253,37 @@ def test_a_delivered_event_is_the_feeds_event(ns, receiver):
     sent = [{k: v for k, v in e.items() if k != "namespace"}
             for e in receiver.verified(endpoint.secret)]
     assert sent == feed
+
+
+def test_the_oldest_undelivered_events_age_is_a_gauge(ns, receiver):
+    from pmem_site.metrics import exposition
+
+    def gauge() -> float:
+        for line in exposition().decode().splitlines():
+            if line.startswith("pmem_webhook_oldest_undelivered_seconds "):
+                return float(line.split()[1])
+        raise AssertionError("no gauge")
+
+    endpoint = webhook_create(namespace=ns, url=receiver.url, actor="test")
+    assert gauge() == 0.0
+    told(ns, "a = 1")
+    time.sleep(1.1)
+    assert gauge() >= 1.0
+    deliver(endpoint)
+    assert gauge() == 0.0
+
+
+def test_the_delivery_log_keeps_the_last_attempts_of_each_endpoint(ns, receiver, settings):
+    from memory.services.webhooks import webhook_log_prune
+
+    settings.PMEM_WEBHOOK_LOG_KEEP = 3
+    endpoint = webhook_create(namespace=ns, url=receiver.url, actor="test")
+    told(ns, *(f"k{i} = v{i}" for i in range(5)))
+    deliver(endpoint)
+    assert WebhookDelivery.objects.filter(endpoint=endpoint).count() == 5
+    assert webhook_log_prune() >= 2
+    kept = list(WebhookDelivery.objects.filter(endpoint=endpoint).order_by("cursor")
+                .values_list("cursor", flat=True))
+    assert kept == sorted(kept)[-3:] and len(kept) == 3
+    endpoint.refresh_from_db()
+    assert kept[-1] == endpoint.delivered
