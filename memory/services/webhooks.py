@@ -49,6 +49,7 @@ from memory.models import (
     WebhookDelivery,
     WebhookEndpoint,
 )
+from pmem_site.celery import DELIVERIES_SUFFIX
 
 from .tokens import audit_record
 from .webhook_http import Answer, check_url, post
@@ -57,7 +58,8 @@ log = logging.getLogger("pmem.webhooks")
 
 _LOCK_CLASS = 0x5057  # "PW": the advisory-lock namespace of webhook deliveries
 #: The task that delivers one endpoint's events (memory.tasks), queued by name: services
-#: sit below the tasks.
+#: sit below the tasks. It goes to the queue beside the default one that every worker also
+#: consumes (pmem_site.celery), so that a wake-up is not queued behind a burst of observations.
 DELIVER_TASK = "memory.tasks.deliver_webhook"
 
 
@@ -302,8 +304,9 @@ def webhook_queue(endpoint_id: int, countdown: float | None = None) -> bool:
     """Queue the delivery task of one endpoint; a broker that is down loses nothing (beat
     queues every due endpoint again)."""
     try:
+        queue = current_app.conf.task_default_queue + DELIVERIES_SUFFIX
         current_app.send_task(DELIVER_TASK, args=[endpoint_id], countdown=countdown,
-                              time_limit=None, soft_time_limit=None)
+                              queue=queue, time_limit=None, soft_time_limit=None)
         return True
     except Exception:
         log.warning("could not queue the delivery of webhook %s; beat will", endpoint_id,
