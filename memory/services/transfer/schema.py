@@ -246,6 +246,10 @@ NEVER: dict[str, str] = {
     "memory_frontiervector": "derived: the import indexes the cells' vectors again",
     "memory_namespacedeletion": "the instance's record of namespaces deleted, none of which "
                                 "is the one exported",
+    "memory_changeevent": "the change feed is the instance's: its cursors and subscribers are "
+                          "this instance's, and an imported namespace's feed starts at its "
+                          "import (README, Change events)",
+    "memory_changecounter": "the change feed's cursor, with the feed",
 }
 
 assert all(f.name not in ("type", "id") for r in RECORDS for f in r.fields), \
