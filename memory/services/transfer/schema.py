@@ -250,6 +250,9 @@ NEVER: dict[str, str] = {
                           "this instance's, and an imported namespace's feed starts at its "
                           "import (README, Change events)",
     "memory_changecounter": "the change feed's cursor, with the feed",
+    "memory_webhookendpoint": "a subscriber of this instance's feed, with a secret the import "
+                              "must not carry: the new instance's admin makes its own",
+    "memory_webhookdelivery": "the delivery log of those endpoints",
 }
 
 assert all(f.name not in ("type", "id") for r in RECORDS for f in r.fields), \
