@@ -26,6 +26,7 @@ from memory.domain.scopes import (
     Scope,
     clean_sources,
 )
+from memory.domain.webhooks import clean_ops
 
 #: The typed operations a reviewer may ask for on the cell page (SPEC §3), as it labels them.
 OPS = (
@@ -153,6 +154,20 @@ class TokenForm(forms.Form):
         try:
             return clean_sources(self.cleaned_data.get("sources", "").replace("\n", ",")
                                  .split(","))
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+
+class WebhookForm(forms.Form):
+    url = forms.CharField(max_length=2000, strip=True, label="URL",
+                          help_text="http(s); it receives each event as a signed POST.")
+    ops = forms.CharField(required=False, max_length=500, label="Ops it receives",
+                          help_text="Comma-separated (e.g. accept,reject,erase). Empty: every "
+                                    "event.")
+
+    def clean_ops(self) -> list[str]:
+        try:
+            return clean_ops(self.cleaned_data.get("ops", "").split(","))
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from None
 

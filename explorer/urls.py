@@ -19,6 +19,7 @@ from explorer.pages import (
     outcome,
     read,
     review,
+    webhooks,
 )
 
 CELL = "ns/<slug:ns>/cells/<str:key>/"
@@ -56,6 +57,12 @@ explorer_patterns = [
     path(f"{CELL}export.<str:fmt>", exports.export_history, name="export_history"),
     path("ns/<slug:ns>/read/", read.read_compare, name="read"),
     path("ns/<slug:ns>/access/", members.access_page, name="access"),
+    path("ns/<slug:ns>/webhooks/", webhooks.webhooks_page, name="webhooks"),
+    path("ns/<slug:ns>/webhooks/new/", webhooks.webhook_add, name="webhook_add"),
+    path("ns/<slug:ns>/webhooks/<int:endpoint_id>/delete/", webhooks.webhook_remove,
+         name="webhook_delete"),
+    path("ns/<slug:ns>/webhooks/<int:endpoint_id>/resume/", webhooks.webhook_resume_view,
+         name="webhook_resume"),
     path("ns/<slug:ns>/access/tokens/", members.token_add, name="token_add"),
     path("ns/<slug:ns>/access/tokens/<int:token_id>/revoke/", members.token_remove,
          name="token_revoke"),

@@ -73,6 +73,11 @@ HTTP_UNAVAILABLE = Counter(
     "pmem_http_unavailable", "503 answers because a dependency was unreachable, by cause.",
     ["cause"])
 
+WEBHOOK_DELIVERIES = Counter(
+    "pmem_webhook_deliveries",
+    "Webhook delivery attempts, by outcome (delivered, failed, timeout, unreachable, refused).",
+    ["outcome"])
+
 
 # The series an operator's dashboards and alerts name exist (at zero) before the first event.
 for _reason in ("extraction", "model", "time_limit", "commit", "other"):
@@ -87,6 +92,8 @@ for _kind in ("extract", "identity", "annotate", "answer", "prune", "embed", "pr
         MODEL_ERRORS.labels(kind=_kind, reason=_error)
 for _cause in ("model", "database", "broker"):
     TASK_RETRIES.labels(cause=_cause)
+for _outcome in ("delivered", "failed", "timeout", "unreachable", "refused"):
+    WEBHOOK_DELIVERIES.labels(outcome=_outcome)
 for _cause in ("database_unavailable", "disk_full"):
     HTTP_UNAVAILABLE.labels(cause=_cause)
 

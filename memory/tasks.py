@@ -38,6 +38,7 @@ from memory.services import (
     observation_extract,
     observation_fail,
 )
+from memory.services.changes import erase_keys_forget
 from memory.services.expiry import expire_due_everywhere
 from memory.services.frontier import frontier_flush_all
 from memory.services.ingest import namespace_draining
@@ -46,6 +47,13 @@ from memory.services.ingest.ahead import PreparationTimedOut
 from memory.services.limits import namespace_head_fail, observation_fail_if_unextracted
 from memory.services.namespace_delete import deletions_resume, deletions_vacuum
 from memory.services.sweep import observation_lease, observation_lease_end, observations_unheld
+from memory.services.webhooks import (
+    webhook_claim,
+    webhook_log_prune,
+    webhook_queue,
+    webhooks_deliver,
+    webhooks_due,
+)
 
 log = logging.getLogger("pmem.tasks")
 
@@ -307,6 +315,14 @@ def sweep_unsettled(every_lease: bool = True) -> int:
 
 
 @shared_task(acks_late=True, ignore_result=True, base=TimeLimitedTask)
+def blank_erased_change_keys() -> int:
+    """The change feed's ``erase`` events lose their key after
+    ``PMEM_CHANGES_ERASE_RETENTION``, and leave the table's files (beat; harmless to run at
+    any time)."""
+    return erase_keys_forget()
+
+
+@shared_task(acks_late=True, ignore_result=True, base=TimeLimitedTask)
 def finish_erasures() -> dict[str, int]:
     """What privacy erases leave for later: re-embed the observations they redacted, VACUUM
     the dead tuples that still hold the erased values (enqueued on each erase's commit, and
@@ -352,6 +368,49 @@ def expire_facts() -> int:
     return expire_due_everywhere()
 
 
+@shared_task(bind=True, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+             ignore_result=True, base=TimeLimitedTask)
+def deliver_webhook(self: Task, endpoint_id: int) -> str:
+    """Deliver one endpoint's due events in cursor order (memory.services.webhooks), one at a
+    time, for at most half the soft time limit, then hand on to a fresh task. Another worker
+    delivering it already: nothing to do. A failed attempt is scheduled again here when its
+    wait is short, else by beat (:func:`kick_webhooks`); an outage of the database or broker is
+    retried as long as it lasts."""
+    soft = _soft_limit()
+    deadline = time.monotonic() + (soft / 2 if soft else 60.0)
+    try:
+        with webhook_claim(endpoint_id) as held:
+            if not held:
+                return "busy"
+            run = webhooks_deliver(endpoint_id=endpoint_id, deadline=deadline)
+    except Exception as exc:
+        if _retry_or_fail(self, exc, None) is None:  # raises Retry after an outage
+            raise
+        return "failed"
+    # A commit's wake-up that found this task holding the claim was dropped ("busy"); its
+    # event committed before the claim was let go, so looking once more now finds it.
+    if run.outcome == "continued" or (run.outcome == "idle" and webhooks_due(endpoint_id)):
+        webhook_queue(endpoint_id)
+    elif run.retry_in is not None and run.retry_in < float(settings.PMEM_WEBHOOK_EVERY):
+        # A wait shorter than beat's round is queued here; beat queues the longer ones when
+        # they are due (a message held for minutes is one a broker may lose).
+        webhook_queue(endpoint_id, countdown=run.retry_in)
+    return run.outcome
+
+
+@shared_task(acks_late=True, ignore_result=True, base=TimeLimitedTask)
+def kick_webhooks() -> int:
+    """Queue every endpoint that is due and has events to deliver (beat, every
+    ``PMEM_WEBHOOK_EVERY`` seconds: retries that are due, messages a broker lost, wake-ups
+    missed), and keep each endpoint's delivery log short. Returns how many it queued."""
+    due = webhooks_due()
+    for endpoint_id in due:
+        if not webhook_queue(endpoint_id):
+            break
+    webhook_log_prune()
+    return len(due)
+
+
 def enqueue_observation(evidence_id: int) -> None:
     """Queue processing once the surrounding transaction (if any) has committed. A broker
     that is down loses nothing: the observation is stored, and the next sweep queues it."""
@@ -378,6 +437,7 @@ def queue_observation(evidence_id: int) -> bool:
 def _sweep_on_start(**_: object) -> None:
     try:
         sweep_unsettled.delay(every_lease=False)
+        kick_webhooks.delay()  # deliveries a crash cut off carry on without waiting for beat
     except Exception:
         log.warning("could not queue the start-up sweep; beat's sweep will run", exc_info=True)
 

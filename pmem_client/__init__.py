@@ -32,6 +32,8 @@ from .types import (
     Alternative,
     AnswerResult,
     Cell,
+    ChangeEvent,
+    ChangeVersion,
     EraseReport,
     HistoryEntry,
     HistoryPage,
@@ -47,7 +49,8 @@ from .types import (
 )
 
 __all__ = [
-    "Alternative", "AnswerResult", "ApiError", "AsyncClient", "BadRequest", "Cell", "Client", "Conflict",
+    "Alternative", "AnswerResult", "ApiError", "AsyncClient", "BadRequest", "Cell", "ChangeEvent",
+    "ChangeVersion", "Client", "Conflict",
     "EraseReport", "Forbidden", "HistoryEntry", "HistoryPage", "IdempotencyConflict",
     "NamespaceDeleted", "NamespaceInfo", "NotFound", "Observation",
     "ObservationFailed", "ObservationOperation", "Operation", "OperationResult",

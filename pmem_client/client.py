@@ -17,11 +17,12 @@ from typing import Any
 
 import httpx2
 
+from . import _changes
 from . import _protocol as p
 from ._async_core import AsyncCore
 from ._base import DEFAULT_TIMEOUT, WAIT_TIMEOUT
 from ._sync_core import SyncCore
-from .types import Cell, NamespaceInfo, Operation
+from .types import Cell, ChangeEvent, NamespaceInfo, Operation
 
 
 class Client(SyncCore):
@@ -70,6 +71,20 @@ class Client(SyncCore):
                                              key_contains=key_contains, op=op, actor=actor,
                                              source=source, limit=page_size),
                            Operation.from_json)
+
+    def changes(self, *, after: int | None = None, wait: float | None = None,
+                page_size: int | None = None,
+                namespace: str | None = None) -> Iterator[ChangeEvent]:
+        """The change feed (SPEC §12): every committed operation after the cursor ``after``
+        (none: from the oldest kept), in commit order. Without ``wait`` it ends at the newest
+        event; with ``wait`` (seconds) it never ends: each time it has caught up it long-polls
+        for the next commit. Resume a broken iteration with ``after=<last event's cursor>``."""
+        call = _changes.changes_call(self._ns(namespace), after=after, wait=wait, limit=page_size)
+        while True:
+            events, call = self._run(_changes.changes_page(call, self.base_url))
+            yield from events
+            if not events and wait is None:
+                return
 
     def cells(self, *, status: str | None = None, search: str | None = None,
               as_of: str | datetime | None = None, filter: dict[str, Any] | None = None,
@@ -128,6 +143,19 @@ class AsyncClient(AsyncCore):
             source=source, limit=page_size)
         async for item in self._pages(call, Operation.from_json):
             yield item
+
+    async def changes(self, *, after: int | None = None, wait: float | None = None,
+                      page_size: int | None = None,
+                      namespace: str | None = None) -> AsyncIterator[ChangeEvent]:
+        """As :meth:`Client.changes`."""
+        call = _changes.changes_call(await self._ns(namespace), after=after, wait=wait,
+                                     limit=page_size)
+        while True:
+            events, call = await self._run(_changes.changes_page(call, self.base_url))
+            for event in events:
+                yield event
+            if not events and wait is None:
+                return
 
     async def cells(self, *, status: str | None = None, search: str | None = None,
                     as_of: str | datetime | None = None, filter: dict[str, Any] | None = None,

@@ -277,6 +277,62 @@ class Operation:
 
 
 @dataclass(frozen=True)
+class ChangeVersion:
+    """A version an event names beside its own: the head it displaced, the head after it."""
+
+    version: int
+    ordinal: int | None
+    value: str
+
+    @classmethod
+    def from_json(cls, body: Any) -> ChangeVersion | None:
+        if not isinstance(body, dict) or _int(body.get("version")) is None:
+            return None
+        return cls(int(body["version"]), _int(body.get("ordinal")), str(body.get("value", "")))
+
+
+@dataclass(frozen=True)
+class ChangeEvent:
+    """One committed operation of the change feed (SPEC §12), in commit order by ``cursor``:
+    what happened (``op``: also ``reinstate``, ``expire``, ``erase``) to which key, the version
+    made or touched, the value it displaced (``previous``), the statuses after it, who asked,
+    how it was decided, and the cell's head after it (``head``: replaying the feed rebuilds
+    the frontier)."""
+
+    cursor: int
+    op: str
+    key: str
+    version: int | None
+    ordinal: int | None
+    value: str | None
+    previous: ChangeVersion | None
+    status: str
+    cell_status: str
+    actor: str
+    method: str
+    source: str
+    reason: str
+    observation: int | None
+    committed_at: datetime | None
+    head: ChangeVersion | None = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> ChangeEvent:
+        return cls(cursor=int(body["cursor"]), op=str(body.get("op", "")),
+                   key=str(body.get("key") or ""), version=_int(body.get("version")),
+                   ordinal=_int(body.get("ordinal")), value=_str(body.get("value")),
+                   previous=ChangeVersion.from_json(body.get("previous")),
+                   status=str(body.get("status") or ""),
+                   cell_status=str(body.get("cell_status") or ""),
+                   actor=str(body.get("actor") or ""), method=str(body.get("method") or ""),
+                   source=str(body.get("source") or ""), reason=str(body.get("reason") or ""),
+                   observation=_int(body.get("observation")),
+                   committed_at=_time(body.get("committed_at")),
+                   head=ChangeVersion.from_json(body.get("head")), raw=body)
+
+
+@dataclass(frozen=True)
 class OperationResult:
     """What ``retract``, ``contest``, ``resolve``, ``accept``, ``reject`` and ``restore`` give
     back: the operation as recorded, the cell after it, and the observation that carried it

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any
 
 from celery import Celery
-from celery.signals import beat_init, worker_init, worker_ready
+from celery.signals import beat_init, celeryd_after_setup, worker_init, worker_ready
 
 from . import broker
 
@@ -51,3 +51,18 @@ def _serve_metrics(**_: Any) -> None:
         from .metrics import serve_worker_metrics
 
         serve_worker_metrics(port, settings.PMEM_METRICS_BIND)
+
+
+#: The queue beside each of a worker's queues that webhook deliveries go to.
+DELIVERIES_SUFFIX = "-webhooks"
+
+
+@celeryd_after_setup.connect
+def _consume_deliveries(instance: Any, **_: Any) -> None:
+    """Every worker also consumes the deliveries' queue beside each of its queues (whatever
+    ``-Q`` said): a commit's wake-up then waits its turn beside the observations' messages
+    (Redis takes the queues in turn), not behind every one queued before it."""
+    queues = instance.app.amqp.queues
+    for name in list(queues.consume_from or {}):
+        if not name.endswith(DELIVERIES_SUFFIX):
+            queues.select_add(name + DELIVERIES_SUFFIX)

@@ -51,6 +51,16 @@ class _HostCollector:
         return MultiProcessCollector.merge(files, accumulate=True)
 
 
+# Per active webhook, its next event (the first after its cursor that its ops filter wants:
+# one probe of the (namespace, cursor) index each).
+_OLDEST_UNDELIVERED = (
+    "SELECT COALESCE(EXTRACT(EPOCH FROM now() - min(next.committed_at)), 0)"
+    " FROM memory_webhookendpoint w CROSS JOIN LATERAL ("
+    "  SELECT e.committed_at FROM memory_changeevent e WHERE e.namespace_id = w.namespace_id"
+    "  AND e.cursor > w.delivered AND (cardinality(w.ops) = 0 OR e.op = ANY(w.ops))"
+    "  ORDER BY e.cursor LIMIT 1) next WHERE w.active")
+
+
 class _UnsettledCollector:
     """The instance-wide gauges, from the database (the partial index of unsettled rows)."""
 
@@ -60,12 +70,17 @@ class _UnsettledCollector:
         oldest = GaugeMetricFamily("pmem_oldest_unsettled_seconds",
                                    "Age of the oldest unsettled observation (0 when none).")
         up = GaugeMetricFamily("pmem_database_up", "1 when the database answered this scrape.")
+        undelivered = GaugeMetricFamily(
+            "pmem_webhook_oldest_undelivered_seconds",
+            "Age of the oldest change event an active webhook has still to deliver (0: none).")
         try:
             with connection.cursor() as cur:
                 cur.execute("SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() -"
                             " min(received_at)), 0) FROM memory_evidence"
                             " WHERE state IN ('pending', 'processing')")
                 n, age = cur.fetchone()
+                cur.execute(_OLDEST_UNDELIVERED)
+                (lag,) = cur.fetchone()
         except Exception as exc:  # a scrape during an outage says so, it does not fail
             connection.close()
             log.warning("metrics: the database did not answer: %s", exc)
@@ -74,8 +89,9 @@ class _UnsettledCollector:
             return
         count.add_metric([], float(n))
         oldest.add_metric([], float(age))
+        undelivered.add_metric([], float(lag))
         up.add_metric([], 1)
-        yield from (count, oldest, up)
+        yield from (count, oldest, undelivered, up)
 
 
 def exposition(*, database: bool = True) -> bytes:

@@ -3,11 +3,13 @@
 Importing it starts nothing: the embedded PostgreSQL and Redis are started by ``make run``
 (:mod:`pmem_site.run`), ``manage.py``, the Celery worker and beat, and the test session
 (:func:`pmem_site.embedded.start`); here only their addresses are computed.
+
+Every setting is in this one file, each beside the sentence that says what it does; the typed
+readers of the environment are in :mod:`pmem_site.env`.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -15,43 +17,10 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
 from . import embedded
+from .env import env_bool, env_float, env_int, env_str
 from .secret_key import secret_key
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default).strip()
-
-
-def env_int(name: str, default: int) -> int:
-    raw = env_str(name)
-    try:
-        return int(raw) if raw else default
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be an integer, not {raw!r}") from None
-
-
-def env_float(name: str, default: float) -> float:
-    raw = env_str(name)
-    try:
-        return float(raw) if raw else default
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} must be a number, not {raw!r}") from None
-
-
-def env_bool(name: str, default: bool = False) -> bool:
-    raw = env_str(name).lower()
-    if not raw:
-        return default
-    if raw not in _TRUE | _FALSE:
-        raise ImproperlyConfigured(
-            f"{name} must be one of {', '.join(sorted(_TRUE | _FALSE))}, not {raw!r}")
-    return raw in _TRUE
-
 
 DEBUG = env_bool("PMEM_DEBUG", False)
 ALLOWED_HOSTS = [h for h in env_str("PMEM_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h]
@@ -285,7 +254,35 @@ PMEM_EXPIRY_EVERY = env_int("PMEM_EXPIRY_EVERY", 30)
 # while it is rewritten) so that the erased bytes leave the table files; 0: a plain VACUUM,
 # which leaves them in free space until overwritten (README, "Privacy erase").
 PMEM_ERASE_REWRITE = env_bool("PMEM_ERASE_REWRITE", False)
+# Webhooks of the change feed (memory/services/webhooks.py). 1: private, loopback and
+# link-local targets may be called (a test, a closed network); otherwise only global addresses.
+PMEM_WEBHOOK_ALLOW_PRIVATE = env_bool("PMEM_WEBHOOK_ALLOW_PRIVATE", False)
+PMEM_WEBHOOK_CONNECT_TIMEOUT = env_float("PMEM_WEBHOOK_CONNECT_TIMEOUT", 3.0)
+PMEM_WEBHOOK_TIMEOUT = env_float("PMEM_WEBHOOK_TIMEOUT", 10.0)
+# Failed deliveries wait PMEM_WEBHOOK_RETRY_BASE seconds, doubling, at most _RETRY_CAP; an
+# endpoint that has failed for PMEM_WEBHOOK_PAUSE_AFTER seconds in a row is paused.
+PMEM_WEBHOOK_RETRY_BASE = env_float("PMEM_WEBHOOK_RETRY_BASE", 2.0)
+PMEM_WEBHOOK_RETRY_CAP = env_float("PMEM_WEBHOOK_RETRY_CAP", 600.0)
+PMEM_WEBHOOK_PAUSE_AFTER = env_float("PMEM_WEBHOOK_PAUSE_AFTER", 86_400.0)
+# How often beat queues the deliveries that are due (a lost message, a retry's time, a wake-up
+# that the broker missed); commits wake their endpoints at once.
+PMEM_WEBHOOK_EVERY = env_float("PMEM_WEBHOOK_EVERY", 5.0)
+# Delivery attempts kept per endpoint in its log (the explorer's "last deliveries").
+PMEM_WEBHOOK_LOG_KEEP = env_int("PMEM_WEBHOOK_LOG_KEEP", 200)
+# The change feed (SPEC §12): an erase's one ``erase`` event names its key this long (seconds),
+# then beat blanks the name (checked every PMEM_ERASE_FOLLOWUP_EVERY seconds).
+PMEM_CHANGES_ERASE_RETENTION = env_int("PMEM_CHANGES_ERASE_RETENTION", 7 * 24 * 3600)
+# A server-sent events stream sends a keep-alive comment after this many idle seconds, and
+# ends after PMEM_CHANGES_STREAM_SECONDS with a ``retry:`` hint (the client resumes with
+# Last-Event-ID), so no web thread is held by one subscriber for longer than that.
+PMEM_CHANGES_KEEPALIVE = env_float("PMEM_CHANGES_KEEPALIVE", 15.0)
+PMEM_CHANGES_STREAM_SECONDS = env_float("PMEM_CHANGES_STREAM_SECONDS", 60.0)
+# At most this many streams open at once per web process (each holds one of its threads); a
+# subscriber over it gets the events there are and a longer ``retry:`` (docs/decisions.md).
+PMEM_CHANGES_STREAMS = env_int("PMEM_CHANGES_STREAMS", 2)
 CELERY_BEAT_SCHEDULE = {
+    "blank-erased-change-keys": {"task": "memory.tasks.blank_erased_change_keys",
+                                 "schedule": float(max(1, PMEM_ERASE_FOLLOWUP_EVERY))},
     "expire-facts": {"task": "memory.tasks.expire_facts",
                      "schedule": float(max(1, PMEM_EXPIRY_EVERY))},
     "finish-namespace-deletions": {"task": "memory.tasks.finish_namespace_deletions",
@@ -296,6 +293,8 @@ CELERY_BEAT_SCHEDULE = {
                         "schedule": float(PMEM_ERASE_FOLLOWUP_EVERY)},
     "sweep-unsettled": {"task": "memory.tasks.sweep_unsettled",
                         "schedule": max(1.0, PMEM_SWEEP_EVERY)},
+    "kick-webhooks": {"task": "memory.tasks.kick_webhooks",
+                      "schedule": max(0.5, PMEM_WEBHOOK_EVERY)},
 }
 # A JSON file of extra rule-extractor patterns ([{"pattern", "key", "value", ...}]).
 PMEM_RULE_PATTERNS = env_str("PMEM_RULE_PATTERNS")

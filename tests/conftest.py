@@ -44,9 +44,11 @@ def _settled_listener_closed():
     # A wait (``?wait=1``) opens this process's listening connection to the test database,
     # which must be closed before pytest-django drops that database.
     yield
+    from memory.selectors.changes import LISTENER as CHANGES
     from memory.selectors.settled import LISTENER
 
     LISTENER.stop()
+    CHANGES.stop()
 
 
 @pytest.fixture

@@ -2,8 +2,8 @@
 (:meth:`memory.api.render.Out.render`) and states it in the served OpenAPI schema: the schema is
 the truth (tests/api/test_schema_conformance.py, tests/agents/test_client_types.py).
 
-The graph window and the operation log are :mod:`memory.api.graph_outputs`'; the rest are here,
-in the order of CONTRACT's tables."""
+The graph window and the operation log are :mod:`memory.api.graph_outputs`', the change feed's
+:mod:`memory.api.change_outputs`'; the rest are here, in the order of CONTRACT's tables."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from . import batch_views, cell_views, namespace_views, transfer_views, views
+from . import batch_views, cell_views, change_views, namespace_views, transfer_views, views
 
 # Any name up to the next slash: a name that breaks the rule is refused with it (400), not
 # left to the URL resolver's bare 404.
@@ -29,6 +29,7 @@ urlpatterns = [
     path(f"{NS}cells/<str:key>/operations/", cell_views.CellOperationsView.as_view(),
          name="api-cell-operations"),
     path(f"{NS}operations/", views.OperationsView.as_view(), name="api-operations"),
+    path(f"{NS}changes/", change_views.ChangesView.as_view(), name="api-changes"),
     path(f"{NS}read/", views.ReadView.as_view(), name="api-read"),
     path(f"{NS}export/", transfer_views.NamespaceExportView.as_view(), name="api-export"),
     path(f"{NS}answer/", views.AnswerView.as_view(), name="api-answer"),

@@ -5,8 +5,9 @@ Nodes: Namespace, Evidence, Cell (key), Version, Operation, Tombstone. Typed edg
 ``SupportEdge`` (supported_by), ``Tombstone.version`` (revokes). Writes go through
 ``memory.services``; these classes hold fields, constraints and indexes only.
 
-One app's tables, in two modules by what they hold: the graph (``graph``) and who may reach
-it and what remains of what was removed (``access``). Every model is importable from here,
+One app's tables, in three modules by what they hold: the graph (``graph``), who may reach
+it and what remains of what was removed (``access``), and the change feed with its webhooks
+(``changes``). Every model is importable from here,
 as Django's migrations see them.
 """
 
@@ -20,6 +21,7 @@ from .access import (
     SourceTrust,
     new_token,
 )
+from .changes import ChangeCounter, ChangeEvent, WebhookDelivery, WebhookEndpoint
 from .graph import (
     EMBED_DIM,
     HEAD_Q,
@@ -38,7 +40,8 @@ from .graph import (
 _new_token = new_token
 
 __all__ = [
-    "EMBED_DIM", "HEAD_Q", "ApiToken", "AuditEntry", "Cell", "EraseAudit", "Evidence",
-    "FrontierVector", "KeyAlias", "Membership", "Namespace", "NamespaceDeletion", "Operation",
-    "SourceTrust", "SupportEdge", "Tombstone", "Version", "VersionSpan", "new_token",
+    "EMBED_DIM", "HEAD_Q", "ApiToken", "AuditEntry", "Cell", "ChangeCounter", "ChangeEvent",
+    "EraseAudit", "Evidence", "FrontierVector", "KeyAlias", "Membership", "Namespace",
+    "NamespaceDeletion", "Operation", "SourceTrust", "SupportEdge", "Tombstone", "Version",
+    "VersionSpan", "WebhookDelivery", "WebhookEndpoint", "new_token",
 ]

@@ -172,6 +172,9 @@ class AuditEntry(models.Model):
         TOKEN_BIND = "token_bind"
         TRUST_SET = "trust_set"
         TRUST_CLEAR = "trust_clear"
+        WEBHOOK_CREATE = "webhook_create"
+        WEBHOOK_DELETE = "webhook_delete"
+        WEBHOOK_RESUME = "webhook_resume"
 
     # Empty for an application token's rows (it reaches namespaces by prefix).
     namespace = models.ForeignKey(Namespace, on_delete=models.PROTECT, related_name="audit",

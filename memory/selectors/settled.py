@@ -36,12 +36,15 @@ _TICK_SECONDS = 0.25
 
 
 class SettledListener:
-    """One process's listening connection, fanning each notice out to its waiters."""
+    """One process's listening connection, fanning each notice out to its waiters (those of
+    the ids its payload names)."""
+
+    channel = SETTLED_CHANNEL
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiters: dict[int, set[threading.Event]] = {}
-        self._thread = ProcessThread("pmem-settled-listener", self._run)
+        self._thread = ProcessThread(f"{self.channel}-listener", self._run)
         self.ready = threading.Event()
         self.delivered = 0  # notices received (the tests read it)
 
@@ -80,7 +83,7 @@ class SettledListener:
         while not stop.is_set():
             try:
                 with psycopg.connect(**params, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {SETTLED_CHANNEL}")
+                    conn.execute(f"LISTEN {self.channel}")
                     self.ready.set()
                     while not stop.is_set():
                         for notice in conn.notifies(timeout=_TICK_SECONDS):
@@ -89,13 +92,17 @@ class SettledListener:
                 self.ready.clear()
                 if stop.is_set():
                     return
-                log.warning("listening for settled observations failed; reconnecting",
+                log.warning("listening on %s failed; reconnecting", self.channel,
                             exc_info=True)
                 self._wake_all()  # their rows may have settled meanwhile: each looks again
                 stop.wait(SAFETY_POLL_SECONDS)
 
+    def ids(self, payload: str) -> list[int]:
+        """The ids a notice names: the settled observations, comma-separated."""
+        return [int(part) for part in payload.split(",") if part.strip().isdigit()]
+
     def _deliver(self, payload: str) -> None:
-        ids = [int(part) for part in payload.split(",") if part.strip().isdigit()]
+        ids = self.ids(payload)
         with self._lock:
             self.delivered += 1
             events = [e for i in ids for e in self._waiters.get(i, ())]

@@ -31,6 +31,7 @@ from memory.domain import (
     OpRequest,
     OpType,
     Status,
+    cell_status,
     decide,
     decide_late,
     interpret,
@@ -146,7 +147,7 @@ class Batch:
         """An operation invalid in the cell's state, logged as a noop with its reason."""
         self.ops.append(PendingOp(key, cell, item, actor, str(OpType.NOOP), item.op, reason,
                                   {**base, "invalid": reason}, self.evidence, invalid=reason,
-                                  method=str(item.method)))
+                                  method=str(item.method), after=self._after(cell, None)))
 
     # --- SPEC §8: source trust and valid time (observations only) -------------------------------
 
@@ -209,11 +210,21 @@ class Batch:
                        reinstated=tuple(v for v, _ in outcome.reinstated),
                        support_refs=outcome.supported, tomb_refs=outcome.tombstoned,
                        head_before=head_before, head_after=outcome.head_after,
-                       new_id=outcome.new_id, method=str(item.method))
+                       new_id=outcome.new_id, method=str(item.method),
+                       after=self._after(cell, outcome.version_ref))
         self.ops.append(op)
         self.ops += [reinstate_op(op, index, version_id, status)
                      for version_id, status in outcome.reinstated]
         return outcome.new_id
+
+    def _after(self, cell: Cell | None, version_ref: int | None) -> tuple[str, str, int | None]:
+        """The cell as decided so far (for the operation's change event): the status of the
+        version it names, the cell's status, its head."""
+        row = self.overlay.rows.get(version_ref) if version_ref is not None else None
+        head = self.overlay.head(cell) if cell is not None else None
+        return (str(row.status) if row is not None else "",
+                str(cell_status(str(head.status) if head is not None else None)),
+                head.id if head is not None else None)
 
     def _contested(self, cell: Cell) -> bool:
         head = self.overlay.head(cell)

@@ -41,6 +41,7 @@ from memory.domain import normalize_key
 from memory.domain.redact import Redactor
 from memory.models import EraseAudit, KeyAlias, Namespace
 
+from .changes import erase_events
 from .embeddings import messages_after_commit
 from .erase_followup import ERASE_TABLES, erase_followup, erase_rewrite, evidence_reembed
 from .erase_key import (
@@ -154,6 +155,7 @@ def cell_erase(*, namespace: Namespace, key: str, actor: str, report: bool = Fal
         audit = EraseAudit.objects.create(namespace=namespace, key=key_digest(cell.key),
                                           actor=actor, versions_erased=n_versions,
                                           evidence_redacted=len(redacted))
+        erase_events(namespace_id=namespace.pk, names=names, key=cell.key, actor=actor)
     # After the commit: the search reads other rows only, and must not hold the cell's lock
     # for as long as it takes to look up every value of a long history.
     mentions = _mentions(namespace.pk, cell.pk, names, values) if report else Mentions()

@@ -25,7 +25,7 @@ REEMBED_BATCH = 256
 #: The tables whose dead tuples hold erased bytes until vacuumed (TOAST goes with them).
 ERASE_TABLES = ("memory_version", "memory_cell", "memory_evidence", "memory_evidencemessage",
                 "memory_operation", "memory_keyalias", "memory_supportedge", "memory_tombstone",
-                "memory_frontiervector")
+                "memory_frontiervector", "memory_changeevent")
 _VACUUM_LOCK = (0x504D, 0x4552)  # "PM", "ER": one follow-up at a time
 
 

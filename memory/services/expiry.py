@@ -29,8 +29,18 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from memory.domain import EXPIRE, EXPIRY_ACTOR, HEAD_STATUSES, OPEN_STATUSES, Method, Status
+from memory.domain import (
+    EXPIRE,
+    EXPIRY_ACTOR,
+    HEAD_STATUSES,
+    OPEN_STATUSES,
+    Method,
+    Status,
+    cell_status,
+)
 from memory.models import Namespace, Operation
+
+from .changes import EventRow, events_record
 
 #: The open statuses, as the partial index version_expiry_idx lists them.
 _OPEN = sorted(s.value for s in OPEN_STATUSES)
@@ -86,21 +96,23 @@ def expire_due(*, namespace_id: int, now: datetime | None = None,
             due = cur.fetchall()
         # Locked in key order (as commits lock), applied in the order the instants came: an
         # alternative that ended before its head did left the head active in between.
-        for version_id, cell_id, expires_at, status, value, key in sorted(
-                due, key=lambda row: (row[2], row[0])):
-            _expire_one(namespace_id, version_id, cell_id, expires_at, Status(status), value,
-                        key, now)
+        events = [event for version_id, cell_id, expires_at, status, value, key in sorted(
+                  due, key=lambda row: (row[2], row[0]))
+                  if (event := _expire_one(namespace_id, version_id, cell_id, expires_at,
+                                           Status(status), value, key, now)) is not None]
+        events_record(namespace_id, events)  # the feed's lock last, after the cells'
     return len(due)
 
 
 def _expire_one(namespace_id: int, version_id: int, cell_id: int, at: datetime,
-                status: Status, value: str, key: str, now: datetime) -> None:
+                status: Status, value: str, key: str, now: datetime) -> EventRow | None:
+    """Expire one version; its change event (None when it was no longer open)."""
     with connection.cursor() as cur:
         # Read again under the locks: an earlier row of this loop may have changed it.
         cur.execute("SELECT status FROM memory_version WHERE id = %s", [version_id])
         status = Status(cur.fetchone()[0])
         if status not in OPEN_STATUSES:
-            return
+            return None
         closed_alternatives: list[int] = []
         head_after: str | None = None
         if status in HEAD_STATUSES:
@@ -121,7 +133,10 @@ def _expire_one(namespace_id: int, version_id: int, cell_id: int, at: datetime,
             if row is not None:  # the contest's last alternative ended: the head stands alone
                 _retype(cur, row[0], Status.ACTIVE, at, close=False)
                 head_after = Status.ACTIVE.value
-    Operation.objects.create(
+        cur.execute("SELECT v.id, v.status FROM memory_cell c JOIN memory_version v"
+                    " ON v.id = c.head_id WHERE c.id = %s", [cell_id])
+        head = cur.fetchone()
+    operation = Operation.objects.create(
         namespace_id=namespace_id, cell_id=cell_id, key=key, type=EXPIRE, requested=EXPIRE,
         actor=EXPIRY_ACTOR, method=Method.RULE.value, version_id=version_id, value=value,
         reason=f"expired at {at.isoformat()}",
@@ -129,6 +144,11 @@ def _expire_one(namespace_id: int, version_id: int, cell_id: int, at: datetime,
                  "cell_emptied": status in HEAD_STATUSES,
                  "closed_alternatives": closed_alternatives,
                  **({"head_status": head_after} if head_after else {})})
+    return EventRow(operation.pk, EXPIRE, key, version_id, value,
+                    version_id if status in HEAD_STATUSES else None,
+                    head[0] if head else None, Status.EXPIRED.value,
+                    str(cell_status(head[1] if head else None)), EXPIRY_ACTOR,
+                    Method.RULE.value, operation.reason, None)
 
 
 def _retype(cur: Any, version_id: int, status: Status, at: datetime, *,

@@ -1,5 +1,5 @@
 """Deleting a namespace (SPEC §13): every key erased as SPEC §6 erases one, then the namespace
-itself — its observations, tokens, members, trust levels and audit rows — so that nothing of it
+itself — its observations, tokens, members, webhooks, trust levels and audit rows — so that nothing of it
 is reachable and its name starts empty. What remains is a :class:`NamespaceDeletion` row: who,
 when, a digest of the name and counts.
 
@@ -38,6 +38,7 @@ from memory.models import (
     NamespaceDeletion,
     Operation,
     SourceTrust,
+    WebhookEndpoint,
 )
 
 from .erase import ERASE_TABLES, key_rows_delete
@@ -103,6 +104,8 @@ def _detach(namespace: Namespace, actor: str) -> NamespaceDeletion:
         Namespace.objects.filter(pk=locked.pk).update(name=f"{DELETING_PREFIX}{audit.pk}")
         ApiToken.objects.filter(namespace_id=locked.pk).delete()
         Membership.objects.filter(namespace_id=locked.pk).delete()
+        # Its webhooks stop now: a deletion is no stream of erase events to its subscribers.
+        WebhookEndpoint.objects.filter(namespace_id=locked.pk).delete()
     return audit
 
 
@@ -110,6 +113,7 @@ def _finish(namespace_id: int, audit: NamespaceDeletion) -> None:
     _delete_keys(namespace_id)
     _delete_in_batches("memory_operation", namespace_id)
     _delete_in_batches("memory_evidence", namespace_id)
+    _delete_in_batches("memory_changeevent", namespace_id)
     with transaction.atomic():
         # The namespace row last, locked: a worker that committed into it meanwhile (an
         # observation recorded before the rename) is waited for, and its rows go here.

@@ -48,6 +48,10 @@ class PendingOp:
     new_id: int | None = None
     #: How it was decided (SPEC §3); ``actor`` is who asked.
     method: str = Method.EXPLICIT.value
+    #: The cell as this operation left it, for its change event: (the named version's status,
+    #: the cell's status, the head's overlay id). Later operations of the batch change the
+    #: overlay, so it is taken when the operation is decided.
+    after: tuple[str, str, int | None] = ("", "empty", None)
 
 
 
@@ -121,4 +125,5 @@ def reinstate_op(cause: PendingOp, index: int, version_id: int, status: Status) 
     reopened it, so the log tells why a superseded version is open again."""
     return PendingOp(cause.key, cause.cell, cause.item, cause.actor, REINSTATE,
                      cause.item.op, "rollback", {"status": str(status)}, cause.evidence,
-                     version_ref=version_id, cause=index, method=Method.REINSTATE.value)
+                     version_ref=version_id, cause=index, method=Method.REINSTATE.value,
+                     after=(str(status), *cause.after[1:]))

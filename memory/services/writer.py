@@ -29,6 +29,7 @@ from memory.llm.vectors import Vectors
 from memory.models import EMBED_DIM, Namespace, Operation
 
 from .binding import Float4Array, bound_cursor, insert_rows, vector_slot
+from .changes import EventRow, events_record
 from .lexical import stored_terms
 from .overlay import Overlay, VersionRow
 from .settle import Settled, mark_committed, notify_settled
@@ -81,7 +82,22 @@ def write(namespace: Namespace, overlay: Overlay, ops: Sequence[PendingOp], now:
     written.unembedded = _move_heads(namespace.pk, overlay, ids, now, vectors, grown)
     _grow_version_counts(grown)  # the cells that gained versions but kept their head
     _drop_unused_cells(overlay)
+    events_record(namespace.pk, [
+        _event(op, op_id, None if op.cause is None else op_ids[op.cause], ids)
+        for op, op_id in zip(ops, op_ids, strict=True)])
     return written
+
+
+def _event(op: PendingOp, op_id: int, cause: int | None, ids: IdMap) -> EventRow:
+    """The change event of one operation, as its log row says it: the head it displaced is
+    its ``previous`` (a reinstatement's is on the retraction that caused it)."""
+    status, cell, head = op.after
+    moved = cause is None and op.decision is not None and op.head_before != op.head_after
+    return EventRow(
+        op_id, op.type, op.key, ids(op.version_ref), op.item.value if cause is None else None,
+        ids(op.head_before) if moved else None, ids(head), status, cell, op.actor, op.method,
+        op.reason if cause is None else f"rollback after operation {cause}",
+        op.evidence.pk if op.evidence is not None else None)
 
 
 # --- operations -------------------------------------------------------------------------------

@@ -141,6 +141,8 @@ def test_every_endpoint_answers_what_the_schema_declares(checked: Checked, ns: A
     c("post", f"{base}/cells/alice_city/operations/", {"op": "resolve", "value": "Oslo"},
       status=409, template=ops)
     c("get", f"{base}/operations/?limit=2", status=200, template=f"{n}/operations/")
+    c("get", f"{base}/changes/?limit=5", status=200, template=f"{n}/changes/")
+    c("get", f"{base}/changes/?limit=0", status=400, template=f"{n}/changes/")
     # Reads in every mode that needs no model, now and as of T.
     for mode in ("frontier", "raw", "evidence", "raw_ordered"):
         c("post", f"{base}/read/", {"query": "where is the mug", "mode": mode,

@@ -46,6 +46,7 @@ PAGES = (
     Page("operations", "/ns/{ns}/operations/"),
     Page("erase", "/ns/{ns}/cells/{key}/erase/"),
     Page("access", "/ns/{ns}/access/"),
+    Page("webhooks", "/ns/{ns}/webhooks/"),
     Page("observation", "/ns/{ns}/observations/{evidence}/"),
     Page("glossary", "/glossary/"),
     Page("review", "/ns/{ns}/review/"),

@@ -113,7 +113,14 @@ def with_model(request: pytest.FixtureRequest) -> bool:
 
 
 @pytest.fixture
-def stack(cluster: Cluster, with_model: bool, request: pytest.FixtureRequest) -> Iterator[Stack]:
+def stack_env() -> dict[str, str]:
+    """More environment for the stack's services (a test module overrides it)."""
+    return {}
+
+
+@pytest.fixture
+def stack(cluster: Cluster, with_model: bool, stack_env: dict[str, str],
+          request: pytest.FixtureRequest) -> Iterator[Stack]:
     assert cluster.pg.alive or cluster.pg.start()
     data = cluster.root / f"stack-{uuid.uuid4().hex[:6]}"
     data.mkdir(parents=True)
@@ -122,7 +129,7 @@ def stack(cluster: Cluster, with_model: bool, request: pytest.FixtureRequest) ->
     queue = f"pmem-faults-{uuid.uuid4().hex[:6]}"
     env = app_env(data_dir=data, database_url=cluster.pg.url(), redis_url=redis.url(),
                   queue=queue, llm_url=llm.base_url if llm else "",
-                  llm_model=llm.model if llm else "")
+                  llm_model=llm.model if llm else "", **stack_env)
     port = free_port()
     web = gunicorn(env, bind=f"127.0.0.1:{port}", data_dir=data, log=data / "web.log").start()
     worker = celery_worker(env, name="w1", log=data / "w1.log").start()

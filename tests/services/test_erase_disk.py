@@ -4,18 +4,21 @@ no table file (heap, TOAST, indexes) of those tables holds an erased value or th
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from memory.services import cell_erase, erase_followup, observations_ingest
+from memory.services.changes import erase_keys_forget, erase_retention
 from memory.services.erase import ERASE_TABLES
 
 SECRET = b"Qx7VaultZeta"
 
 
-def table_files() -> list[Path]:
+def table_files(tables: tuple[str, ...] = ERASE_TABLES) -> list[Path]:
     """Every file of the erase tables: their heaps, TOAST tables and indexes, all forks and
     segments, as the server has them now."""
     with connection.cursor() as cur:
@@ -28,15 +31,15 @@ def table_files() -> list[Path]:
             " OR c.oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = ANY(%(t)s::regclass[])"
             "   OR indrelid IN (SELECT reltoastrelid FROM pg_class"
             "                   WHERE oid = ANY(%(t)s::regclass[])))",
-            {"t": list(ERASE_TABLES)})
+            {"t": list(tables)})
         paths = [root / row[0] for row in cur.fetchall() if row[0]]
     return [f for p in paths for f in p.parent.glob(p.name + "*") if f.is_file()]
 
 
-def holding(needle: bytes) -> list[str]:
+def holding(needle: bytes, tables: tuple[str, ...] = ERASE_TABLES) -> list[str]:
     with connection.cursor() as cur:
         cur.execute("CHECKPOINT")
-    return [f.name for f in table_files() if needle in f.read_bytes()]
+    return [f.name for f in table_files(tables) if needle in f.read_bytes()]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -53,5 +56,10 @@ def test_after_the_rewrite_and_a_checkpoint_no_table_file_holds_the_erased_bytes
 
     assert done["vacuumed"] >= 1
     assert holding(SECRET) == []
+    # The key's name stays in the change feed's one erase event for its retention (SPEC §12),
+    # then is blanked and rewritten out of the files.
+    feed = ("memory_changeevent",)
+    assert holding(b"vault_code", tuple(t for t in ERASE_TABLES if t not in feed)) == []
+    assert erase_keys_forget(timezone.now() + erase_retention() + timedelta(seconds=1)) == 1
     assert holding(b"vault_code") == []
     assert holding(b"red299"), "what the erase kept is still there"

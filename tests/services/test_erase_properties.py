@@ -210,6 +210,16 @@ def test_erase_removes_every_form_of_the_values_and_touches_nothing_else(history
     cell_erase(namespace=ns, key=key, actor="user:prop", report=True)
 
     after = pgdump.rows(pgdump.dump())
+    feed_before = before.pop("memory_changeevent", {})
+    feed_after = after.pop("memory_changeevent", {})
+    before.pop("memory_changecounter", None)  # the erase event took the next cursor
+    feed_kept = {pk: row for pk, row in feed_before.items()
+                 if pgdump.fields(*row)["key"] not in names
+                 or pgdump.fields(*row)["namespace_id"] != str(ns.pk)}
+    feed_new = [pgdump.fields(*feed_after[pk]) for pk in set(feed_after) - set(feed_before)]
+    assert {pk: feed_after.get(pk) for pk in feed_kept} == feed_kept  # other keys' events
+    assert set(feed_after) - set(feed_before) | set(feed_kept) == set(feed_after)  # key's gone
+    assert [(e["op"], e["key"]) for e in feed_new] == [("erase", key)]  # one names the key
     for table, rows in before.items():
         mine = attached.get(table, set())
         for pk, row in rows.items():

@@ -48,7 +48,7 @@ def test_erase_statements_do_not_grow_with_the_namespace_or_the_key(make_namespa
         _key(ns, versions)
         counts.append(len(_erase_statements(ns)))
     assert counts[0] == counts[1] == counts[2], counts
-    assert counts[0] <= 20, counts
+    assert counts[0] <= 21, counts  # one of them the change feed's
 
 
 def test_erase_plans_use_indexes_not_scans_and_never_vacuum(make_namespace):

@@ -23,10 +23,10 @@ FAMILIES = {
     "pmem_observations_recorded", "pmem_observations_committed", "pmem_observations_failed",
     "pmem_unsettled_observations", "pmem_oldest_unsettled_seconds", "pmem_commit_seconds",
     "pmem_model_request_seconds", "pmem_model_errors", "pmem_http_requests",
-    "pmem_http_request_seconds",
+    "pmem_http_request_seconds", "pmem_webhook_deliveries", "pmem_webhook_oldest_undelivered_seconds",
 }
 #: The only label names any family may carry: none of them is a namespace, key or value.
-LABELS = {"kind", "reason", "view", "method", "status", "cause", "le"}
+LABELS = {"kind", "reason", "view", "method", "status", "cause", "outcome", "le"}
 
 
 def scrape(client: Client, **headers: str) -> dict[str, dict[tuple, float]]:

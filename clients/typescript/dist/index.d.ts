@@ -29,6 +29,8 @@ export type AnswerResult = Schemas["AnswerOut"];
 export type AnswerMode = Schemas["AnswerInModeEnum"];
 export type EraseReport = Schemas["EraseReportOut"];
 export type Graph = Schemas["GraphOut"];
+/** One committed operation of the change feed (SPEC §12), ordered by its `cursor`. */
+export type ChangeEvent = Schemas["ChangeEventOut"];
 /** A version as the API takes it: its id, or the key's own ordinal as `"v3"`. */
 export type VersionRef = number | `v${number}`;
 /** A namespace the token reaches, with how many keys it holds and when it was last written. */
@@ -251,6 +253,17 @@ export declare class Client {
         source?: string;
         pageSize?: number;
     }): AsyncGenerator<Operation>;
+    /**
+     * The change feed (SPEC §12): every committed operation after the cursor `after` (none: from
+     * the oldest kept), in commit order. Without `wait` it ends at the newest event; with `wait`
+     * (seconds) it never ends: each time it has caught up it long-polls for the next commit.
+     * Resume a broken iteration with `after` = the last event's cursor.
+     */
+    changes(options?: Scoped & {
+        after?: number;
+        wait?: number;
+        pageSize?: number;
+    }): AsyncGenerator<ChangeEvent>;
     /** The frontier: every cell (or those with `status`, or matching `filter`), by key. */
     cells(options?: Scoped & {
         status?: "active" | "contested" | "empty";

@@ -446,6 +446,30 @@ export class Client {
             params: { key: options.key, key_contains: options.keyContains, op: options.op,
                 actor: options.actor, source: options.source, limit: options.pageSize } });
     }
+    /**
+     * The change feed (SPEC §12): every committed operation after the cursor `after` (none: from
+     * the oldest kept), in commit order. Without `wait` it ends at the newest event; with `wait`
+     * (seconds) it never ends: each time it has caught up it long-polls for the next commit.
+     * Resume a broken iteration with `after` = the last event's cursor.
+     */
+    async *changes(options = {}) {
+        // One request waits at most 45 s, below the default request time limit.
+        const wait = options.wait === undefined ? undefined
+            : Math.max(0, Math.min(45, Math.round(options.wait)));
+        let call = { method: "GET", url: `${await this.#nsPath(options.namespace)}changes/`,
+            params: { after: options.after, limit: options.pageSize, wait } };
+        for (;;) {
+            const page = await this.#send(call);
+            yield* page.results;
+            if (!page.results.length && wait === undefined)
+                return;
+            // Nothing came: the wait ran out, or the server had no thread to spare for it and
+            // answered at once. A pause, so that a busy server is not asked in a tight loop.
+            if (!page.results.length)
+                await new Promise((resolve) => setTimeout(resolve, 1000));
+            call = { method: "GET", url: page.next };
+        }
+    }
     /** The frontier: every cell (or those with `status`, or matching `filter`), by key. */
     async *cells(options = {}) {
         const filter = options.filter && Object.keys(options.filter).length

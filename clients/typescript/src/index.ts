@@ -42,6 +42,8 @@ export type AnswerResult = Schemas["AnswerOut"];
 export type AnswerMode = Schemas["AnswerInModeEnum"];
 export type EraseReport = Schemas["EraseReportOut"];
 export type Graph = Schemas["GraphOut"];
+/** One committed operation of the change feed (SPEC §12), ordered by its `cursor`. */
+export type ChangeEvent = Schemas["ChangeEventOut"];
 /** A version as the API takes it: its id, or the key's own ordinal as `"v3"`. */
 export type VersionRef = number | `v${number}`;
 
@@ -625,6 +627,30 @@ export class Client {
       url: `${await this.#nsPath(options.namespace)}operations/`,
       params: { key: options.key, key_contains: options.keyContains, op: options.op,
         actor: options.actor, source: options.source, limit: options.pageSize } });
+  }
+
+  /**
+   * The change feed (SPEC §12): every committed operation after the cursor `after` (none: from
+   * the oldest kept), in commit order. Without `wait` it ends at the newest event; with `wait`
+   * (seconds) it never ends: each time it has caught up it long-polls for the next commit.
+   * Resume a broken iteration with `after` = the last event's cursor.
+   */
+  async *changes(options: Scoped & { after?: number; wait?: number; pageSize?: number } = {}
+  ): AsyncGenerator<ChangeEvent> {
+    // One request waits at most 45 s, below the default request time limit.
+    const wait = options.wait === undefined ? undefined
+      : Math.max(0, Math.min(45, Math.round(options.wait)));
+    let call: Call = { method: "GET", url: `${await this.#nsPath(options.namespace)}changes/`,
+      params: { after: options.after, limit: options.pageSize, wait } };
+    for (;;) {
+      const page: { results: ChangeEvent[]; next: string } = await this.#send(call);
+      yield* page.results;
+      if (!page.results.length && wait === undefined) return;
+      // Nothing came: the wait ran out, or the server had no thread to spare for it and
+      // answered at once. A pause, so that a busy server is not asked in a tight loop.
+      if (!page.results.length) await new Promise((resolve) => setTimeout(resolve, 1000));
+      call = { method: "GET", url: page.next };
+    }
   }
 
   /** The frontier: every cell (or those with `status`, or matching `filter`), by key. */

@@ -212,6 +212,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/namespaces/{ns}/changes/": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The change feed: every committed operation, in commit order
+         * @description With `Accept: text/event-stream`: server-sent events (`id: <cursor>`, `event: change`, `data: <event>`), resuming after `Last-Event-ID` or `after`; a comment line keeps an idle stream open; the stream ends after a while with a `retry:` hint, and the client resumes.
+         *
+         *     Token scope: `read` (or a member role that covers it).
+         */
+        get: operations["changes_list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/namespaces/{ns}/export/": {
         parameters: {
             query?: never;
@@ -560,6 +582,47 @@ export interface components {
          * @enum {string}
          */
         CellStatusEnum: "active" | "contested" | "empty";
+        /** @description One committed operation as the change feed serves it (SPEC §12). */
+        ChangeEventOut: {
+            /** @description orders the namespace's events in commit order */
+            cursor: number;
+            /** @description the operation: accept, contest, reject, revoke, resolve, restore, noop, reinstate, expire, erase */
+            op: string;
+            /** @description an erase event's key is blank after the retention */
+            key: string;
+            /** @description the version made or touched */
+            version: number | null;
+            ordinal: number | null;
+            value: string | null;
+            /** @description the head it displaced */
+            previous: components["schemas"]["ChangeVersionOut"] | null;
+            /** @description the version's status after it */
+            status: string;
+            /** @description active, contested or empty, after it */
+            cell_status: string;
+            actor: string;
+            method: string;
+            /** @description the observation's source */
+            source: string;
+            reason: string;
+            observation: number | null;
+            /** Format: date-time */
+            committed_at: string;
+            /** @description the cell's head after it (replaying the feed rebuilds the frontier) */
+            head: components["schemas"]["ChangeVersionOut"] | null;
+        };
+        /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
+        ChangeListOut: {
+            results: components["schemas"]["ChangeEventOut"][];
+            /** @description the URL of the events after these (also when there are none yet: ask it again, or with wait) */
+            next: string;
+        };
+        /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
+        ChangeVersionOut: {
+            version: number;
+            ordinal: number | null;
+            value: string;
+        };
         /** @description Base of the output serializers: ``render(instance) -> dict`` (see the module). */
         CostOut: {
             chat_calls: number;
@@ -1707,6 +1770,63 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    changes_list: {
+        parameters: {
+            query?: {
+                /** @description the cursor to start after; none: from the oldest event kept */
+                after?: number;
+                format?: "json" | "sse";
+                /** @description 1 to 1000 (default 100) */
+                limit?: number;
+                /** @description seconds, 0 to 60: wait for the next event when none is after the cursor */
+                wait?: number;
+            };
+            header?: never;
+            path: {
+                ns: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ChangeListOut"];
+                    "text/event-stream": components["schemas"]["ChangeListOut"];
+                };
+            };
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                    "text/event-stream": components["schemas"]["ErrorOut"];
+                };
+            };
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                    "text/event-stream": components["schemas"]["ErrorOut"];
+                };
+            };
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                    "text/event-stream": components["schemas"]["ErrorOut"];
                 };
             };
         };

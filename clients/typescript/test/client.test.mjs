@@ -162,3 +162,19 @@ test("an application lists, exports and deletes its users' namespaces; facts exp
   await assert.rejects(reviewer.getFact("door_code", { namespace: ns }), NotFound);
   assert.deepEqual(await collect(reviewer.namespaces()), []);
 });
+
+test("changes() iterates the feed in commit order and follows new commits", async () => {
+  await memory.remember({ facts: [{ key: "feed_probe", value: "one" }] });
+  const all = await collect(memory.changes({ pageSize: 3 }));
+  const cursors = all.map((e) => e.cursor);
+  assert.deepEqual(cursors, [...cursors].sort((a, b) => a - b));
+  const last = all[all.length - 1];
+  assert.deepEqual([last.op, last.key, last.value], ["accept", "feed_probe", "one"]);
+  const follow = memory.changes({ after: last.cursor, wait: 30 });
+  const next = follow.next();  // long-polls until the next commit
+  await memory.remember({ facts: [{ key: "feed_probe", value: "two" }] });
+  const event = (await next).value;
+  assert.deepEqual([event.cursor > last.cursor, event.value, event.previous.value],
+    [true, "two", "one"]);
+  await follow.return();
+});

@@ -246,6 +246,13 @@ NEVER: dict[str, str] = {
     "memory_frontiervector": "derived: the import indexes the cells' vectors again",
     "memory_namespacedeletion": "the instance's record of namespaces deleted, none of which "
                                 "is the one exported",
+    "memory_changeevent": "the change feed is the instance's: its cursors and subscribers are "
+                          "this instance's, and an imported namespace's feed starts at its "
+                          "import (README, Change events)",
+    "memory_changecounter": "the change feed's cursor, with the feed",
+    "memory_webhookendpoint": "a subscriber of this instance's feed, with a secret the import "
+                              "must not carry: the new instance's admin makes its own",
+    "memory_webhookdelivery": "the delivery log of those endpoints",
 }
 
 assert all(f.name not in ("type", "id") for r in RECORDS for f in r.fields), \
