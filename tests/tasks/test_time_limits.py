@@ -131,7 +131,8 @@ def test_every_task_runs_under_both_limits_of_the_worker_that_runs_it():
     ours = [t for name, t in app.tasks.items() if name.startswith("memory.")]
     assert {t.name.rsplit(".", 1)[1] for t in ours} == {
         "process_observation", "drain_namespace", "flush_frontiers", "sweep_unsettled",
-        "finish_erasures", "expire_facts", "finish_namespace_deletions"}
+        "finish_erasures", "expire_facts", "finish_namespace_deletions",
+        "blank_erased_change_keys"}
     for task in ours:
         assert isinstance(task, TimeLimitedTask), task.name
         assert (task.soft_time_limit, task.time_limit) == (240.0, 280.0), task.name
