@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from explorer.urls import explorer_patterns
 from memory.models import ApiToken, Cell, Evidence, Operation, Version
 from memory.services import token_create
+from memory.services.webhooks import webhook_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -56,10 +57,12 @@ def _urls(ns: Any, admin: Any) -> list[str]:
     evidence = Evidence.objects.filter(namespace=ns).order_by("id").first()
     operation = Operation.objects.filter(namespace=ns).order_by("-id").first()
     token = ApiToken.objects.filter(namespace=ns).first()
+    # A public address written as an address: nothing is resolved, nothing is called.
+    endpoint = webhook_create(namespace=ns, url="https://93.184.216.34/hook", actor="fuzz")
     assert version and evidence and operation and token
     kwargs = {"ns": ns.name, "key": cell.key, "version_id": version.pk,
               "evidence_id": evidence.pk, "operation_id": operation.pk, "token_id": token.pk,
-              "user_id": admin.pk, "fmt": "csv"}
+              "user_id": admin.pk, "fmt": "csv", "endpoint_id": endpoint.pk}
     urls = []
     for pattern in explorer_patterns:
         assert isinstance(pattern, URLPattern)
