@@ -8,6 +8,7 @@ function idle(id) {
   const el = document.getElementById(id);
   if (!el) return true;
   if (el.contains(document.activeElement)) return false;
+  if (el.querySelector("details.action[open]")) return false; // a form opened, being read
   for (const field of el.querySelectorAll("input[type=text], input:not([type]), textarea")) {
     if (field.value.trim() !== "") return false;
   }
@@ -23,6 +24,16 @@ document.body.addEventListener("pmem-changed", function () {
   for (const el of document.querySelectorAll("[data-refresh-when-idle]")) {
     if (el.id && idle(el.id)) window.htmx.trigger(el, "pmem-refresh");
   }
+});
+
+// A refresh asked while the region was idle may answer after someone started on it (the
+// request takes a while on a busy server): its answer then does not replace what they typed
+// or opened; the next change refreshes it once they are done.
+document.body.addEventListener("htmx:beforeSwap", function (evt) {
+  const el = evt.detail.elt;
+  const cause = evt.detail.requestConfig && evt.detail.requestConfig.triggeringEvent;
+  if (!el || !el.id || !el.hasAttribute("data-refresh-when-idle")) return;
+  if (cause && cause.type === "pmem-refresh" && !idle(el.id)) evt.detail.shouldSwap = false;
 });
 
 // A form being filled in is not refreshed: when the current value changes under it, it says
