@@ -3,11 +3,12 @@ cursor, a long poll woken by the commit's notice, and server-sent events on the 
 
 A stream holds a web thread while it is open, and the web server has few (gunicorn gthread:
 workers x threads). So a stream is bounded twice (docs/decisions.md, "The change feed"):
-it ends after ``PMEM_CHANGES_STREAM_SECONDS`` with a ``retry:`` hint, and the
-client resumes with ``Last-Event-ID``; and at most ``PMEM_CHANGES_STREAMS`` streams per
-process stay open at once (long polls, ``wait``, count too) — a subscriber over that gets
-what is there now and a longer ``retry:`` (a long poll: an answer at once), and holds no
-thread until it comes back. Every other endpoint keeps its threads.
+it ends after ``PMEM_CHANGES_STREAM_SECONDS`` (the ``retry:`` hint it opens with says how
+soon to come back), and the client resumes with ``Last-Event-ID``; and at most
+``PMEM_CHANGES_STREAMS`` streams per process stay open at once (long polls, ``wait``,
+count too) — a subscriber over that gets what is there now and a longer ``retry:`` (a long
+poll: an answer at once), and holds no thread until it comes back. Every other endpoint
+keeps its threads.
 """
 
 from __future__ import annotations
