@@ -9,6 +9,7 @@ checked with the Standard Webhooks library, scopes, and an erase."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import uuid
@@ -75,8 +76,8 @@ class Stack:
 def stack() -> Iterator[Stack]:
     from pmem_site.run import web_command
 
-    root = Path(__import__("os").environ.get("PMEM_DATA_DIR", ROOT / "var" / "test")) \
-        / f"changes-e2e-{uuid.uuid4().hex[:6]}"
+    root = (Path(os.environ.get("PMEM_DATA_DIR", ROOT / "var" / "test"))
+            / f"changes-e2e-{uuid.uuid4().hex[:6]}")
     pg = PgCluster(root / "pg").init().start()
     redis = RedisServer(root / "redis").start()
     services: list[Service] = []
