@@ -298,6 +298,34 @@ def test_a_long_poll_is_woken_by_another_clients_commit(stack):
         assert quiet["results"] == [] and f"after={got['results'][0]['cursor']}" in quiet["next"]
 
 
+def test_a_subscriber_of_a_namespace_not_written_yet_is_woken_by_its_first_write(stack):
+    """An application's namespace is made by its first write; a subscriber started before it
+    (the natural order: follow, then write) is woken by that write, as by any other."""
+    prefix = f"app{uuid.uuid4().hex[:4]}-"
+    app = stack.manage_json("pmem_token", "create", "--prefix", prefix, "--scope", "write")
+    ns = prefix + "alice"
+    with client(stack, app["token"]) as writer, client(stack, app["token"]) as http:
+        empty = http.get(f"/api/v1/namespaces/{ns}/changes/")
+        assert empty.status_code == 200 and empty.json()["results"] == []
+
+        got: dict[str, Any] = {}
+        poll = threading.Thread(target=lambda: got.update(http.get(
+            f"/api/v1/namespaces/{ns}/changes/?wait=20").json()), daemon=True)
+        poll.start()
+        time.sleep(1.5)
+        assert poll.is_alive(), got
+        remember(writer, ns, {"first": "1"})
+        poll.join(30)
+        assert [e["key"] for e in got["results"]] == ["first"]
+
+    other = prefix + "bob"
+    with client(stack, app["token"]) as writer, client(stack, app["token"]) as http:
+        writing = later(1.5, lambda: remember(writer, other, {"hello": "1"}))
+        stream = read_stream(http, other, stop=lambda s: bool(s.frames))
+        writing.join(30)
+        assert [json.loads(f.data)["key"] for f in stream.frames] == ["hello"]
+
+
 # --- server-sent events -----------------------------------------------------------------------
 
 
