@@ -3,11 +3,12 @@ cursor, a long poll woken by the commit's notice, and server-sent events on the 
 
 A stream holds a web thread while it is open, and the web server has few (gunicorn gthread:
 workers x threads). So a stream is bounded twice (docs/decisions.md, "The change feed"):
-it ends after ``PMEM_CHANGES_STREAM_SECONDS`` with a ``retry:`` hint, and the
-client resumes with ``Last-Event-ID``; and at most ``PMEM_CHANGES_STREAMS`` streams per
-process stay open at once (long polls, ``wait``, count too) — a subscriber over that gets
-what is there now and a longer ``retry:`` (a long poll: an answer at once), and holds no
-thread until it comes back. Every other endpoint keeps its threads.
+it ends after ``PMEM_CHANGES_STREAM_SECONDS`` (the ``retry:`` hint it opens with says how
+soon to come back), and the client resumes with ``Last-Event-ID``; and at most
+``PMEM_CHANGES_STREAMS`` streams per process stay open at once (long polls, ``wait``,
+count too) — a subscriber over that gets what is there now and a longer ``retry:`` (a long
+poll: an answer at once), and holds no thread until it comes back. Every other endpoint
+keeps its threads.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from rest_framework.response import Response
 
 from memory.domain import BIGINT_MAX
 from memory.domain.changes import PAGE_DEFAULT, PAGE_MAX, WAIT_MAX
-from memory.selectors.changes import LISTENER, events_after, events_waiting
+from memory.selectors.changes import NamespaceWatch, events_after, events_waiting
 
 from . import change_outputs as c
 from .base import NamespaceView
@@ -130,12 +131,14 @@ class ChangesView(NamespaceView):
         wait = bounded_int(params, "wait", default=0, low=0, high=WAIT_MAX)
         if EVENT_STREAM in request.META.get("HTTP_ACCEPT", ""):
             resume = _cursor(request.META.get("HTTP_LAST_EVENT_ID"), "Last-Event-ID")
-            return _stream(namespace.pk, resume if resume is not None else after)
+            return _stream(namespace.pk, namespace.name,
+                           resume if resume is not None else after)
         # A long poll holds a thread as a stream does, and shares the streams' slots: over
         # the cap it is answered at once (the clients ask again after a pause).
         held = wait > 0 and SLOTS.take()
         try:
-            events = events_waiting(namespace.pk, after, limit, float(wait) if held else 0.0)
+            events = events_waiting(namespace.pk, after, limit, float(wait) if held else 0.0,
+                                    name=namespace.name)
         finally:
             if held:
                 SLOTS.give()
@@ -143,9 +146,9 @@ class ChangesView(NamespaceView):
         return Response({"results": events, "next": next_url(request, after=last)})
 
 
-def _stream(namespace_id: int, after: int | None) -> StreamingHttpResponse:
+def _stream(namespace_id: int, name: str, after: int | None) -> StreamingHttpResponse:
     held = SLOTS.take()
-    body = _events(namespace_id, after, held) if held else _busy(namespace_id, after)
+    body = _events(namespace_id, name, after, held) if held else _busy(namespace_id, after)
     response = StreamingHttpResponse(body, content_type=f"{EVENT_STREAM}; charset=utf-8")
     response["Cache-Control"] = "no-cache"
     response["X-Accel-Buffering"] = "no"  # a proxy in front must not hold the frames back
@@ -159,16 +162,16 @@ def _busy(namespace_id: int, after: int | None) -> Iterator[str]:
         yield _frame(event)
 
 
-def _events(namespace_id: int, after: int | None, held: bool) -> Iterator[str]:
+def _events(namespace_id: int, name: str, after: int | None, held: bool) -> Iterator[str]:
     """The stream: every event after ``after`` as it commits (woken by the commit's notice),
     a comment after each idle ``PMEM_CHANGES_KEEPALIVE`` seconds, until the stream's time is
     up. Gives its slot back however it ends (a client gone closes the generator)."""
     end = time.monotonic() + settings.PMEM_CHANGES_STREAM_SECONDS
-    woken = LISTENER.watch(namespace_id)
+    watch = NamespaceWatch(namespace_id, name)
     try:
         yield f"retry: {RETRY_MS}\n\n"
         while True:
-            events = events_after(namespace_id, after, PAGE_MAX)
+            events = events_after(watch.current(), after, PAGE_MAX)
             for event in events:
                 yield _frame(event)
             if events:
@@ -177,10 +180,9 @@ def _events(namespace_id: int, after: int | None, held: bool) -> Iterator[str]:
             left = end - time.monotonic()
             if left <= 0:
                 return
-            if not woken.wait(min(left, settings.PMEM_CHANGES_KEEPALIVE)):
+            if not watch.wait(min(left, settings.PMEM_CHANGES_KEEPALIVE)):
                 yield ": keep-alive\n\n"
-            woken.clear()
     finally:
-        LISTENER.forget(namespace_id, woken)
+        watch.close()
         if held:
             SLOTS.give()

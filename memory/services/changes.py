@@ -128,6 +128,9 @@ def erase_events(*, namespace_id: int, names: Sequence[str], key: str, actor: st
     with connection.cursor() as cur:
         cur.execute(_ERASE_SQL, {"ns": namespace_id, "names": list(names), "op": ERASE,
                                  "key": key, "actor": actor, "channel": CHANGES_CHANNEL})
+    # Its event is delivered like a commit's: a subscriber erases its copy now, not at
+    # beat's next round.
+    webhooks_wake_on_commit(namespace_id)
 
 
 def erase_retention() -> timedelta:

@@ -87,3 +87,24 @@ def test_a_worker_killed_mid_delivery_loses_nothing(ns, celery_worker_proc):
         ids = [r.webhook_id for r in receiver.delivered() if r.event["key"] == "a"]
         assert len(set(ids)) == 1  # a redelivery carries the same id
         _assert_redeliveries_only(receiver)
+
+
+def test_an_erase_wakes_the_delivery_of_its_erase_event(ns, celery_worker_proc):
+    """Without beat: the erase event goes out on the erase's own wake-up, as a commit's does
+    (a subscriber erases its copy now, not at beat's next round)."""
+    from memory.services import cell_erase
+
+    celery_worker_proc(**WEBHOOK_ENV)
+    with WebhookReceiver() as receiver:
+        endpoint = webhook_create(namespace=ns, url=receiver.url, actor="test")
+        told(ns, "a = 1", "b = 2")
+        wait_until(lambda: len(receiver.first_seen()) == 2, timeout=60, message="two deliveries")
+
+        cell_erase(namespace=ns, key="a", actor="test")
+
+        wait_until(lambda: len(receiver.first_seen()) == 3, timeout=30,
+                   message="the erase event's delivery")
+        erase = receiver.first_seen()[-1].event
+        assert (erase["op"], erase["key"]) == ("erase", "a")
+        receiver.verified(endpoint.secret)
+        _assert_redeliveries_only(receiver)
