@@ -96,13 +96,18 @@ def elsewhere(evidence_id: int, width: int) -> list[Ahead] | None:
     related = [e for e in line if e.pk in set(related_earlier(line, len(line) - 1))]
     if any(e.extracted is None for e in related):
         return None
-    return [(e, [(OpInput(key=normalize_key(str(f["key"])), op=OpType.ACCEPT,
-                          value=str(f["value"])), SYSTEM_ACTOR)
-                 for f in (e.extracted or {}).get("facts") or []
-                 if f.get("value") is not None and not f.get("op")
-                 and (f.get("assertion") or "asserted") == "asserted"
-                 and normalize_key(str(f.get("key") or ""))])
-            for e in related]
+    return [as_accepted(e) for e in related]
+
+
+def as_accepted(evidence: Evidence) -> Ahead:
+    """An extracted observation's asserted facts, each read as accepted: a guess at what its
+    plan will make of their keys, for extraction to be shown before that plan is made."""
+    return (evidence, [(OpInput(key=normalize_key(str(f["key"])), op=OpType.ACCEPT,
+                                value=str(f["value"])), SYSTEM_ACTOR)
+                       for f in (evidence.extracted or {}).get("facts") or []
+                       if f.get("value") is not None and not f.get("op")
+                       and (f.get("assertion") or "asserted") == "asserted"
+                       and normalize_key(str(f.get("key") or ""))])
 
 
 def heads_shown(namespace: Namespace, text: str, ahead: Sequence[Ahead]) -> list[dict[str, Any]]:

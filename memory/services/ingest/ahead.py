@@ -46,7 +46,7 @@ from memory.models import Evidence
 from ..basis import basis_holds
 from ..frontier import frontier_flush_if_due
 from ..planning import Ahead, ModelUnavailable, PlanAtTurn
-from ..shown import elsewhere, from_kept, keep, related_earlier
+from ..shown import as_accepted, elsewhere, from_kept, keep, related_earlier
 from ..sweep import observations_unclaimed_elsewhere
 from .adopt import Adoption, adopt
 from .commit import commit_prepared
@@ -61,21 +61,36 @@ log = logging.getLogger("pmem.observations")
 _REPLANS = 3
 #: How often the drain's thread wakes while it waits on the pool.
 _WAKE_S = 0.2
+#: How far the window reaches, in multiples of the calls a line may have in flight.
+_REACH = 4
 
 T = TypeVar("T")
 _pool_lock = threading.Lock()
-_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, size, pool)
+_pools: dict[str, tuple[int, int, ThreadPoolExecutor]] = {}  # kind -> (pid, size, pool)
 
 
-def _threads() -> ThreadPoolExecutor:
-    """This process's planning threads (made after a fork, never inherited)."""
-    global _pool
-    size = int(settings.PMEM_MODEL_CONCURRENCY)
+def _threads(kind: str = "extract") -> ThreadPoolExecutor:
+    """This process's threads of one kind (made after a fork, never inherited). Plans have
+    threads of their own: most make no call and take milliseconds, and the head of a line
+    waits on its plan, so one must not queue behind the extractions (a second each) that
+    the process's other lines — adopted namespaces — keep the extraction threads busy with.
+    Both kinds share the host's cap on calls in flight (memory.llm.hostslots)."""
+    size = _depth(int(settings.PMEM_MODEL_CONCURRENCY)) if kind == "extract" else int(
+        settings.PMEM_MODEL_CONCURRENCY)
     with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid() or _pool[1] != size:
-            _pool = (os.getpid(), size,
-                     ThreadPoolExecutor(max_workers=size, thread_name_prefix="pmem-plan"))
-        return _pool[2]
+        pool = _pools.get(kind)
+        if pool is None or pool[0] != os.getpid() or pool[1] != size:
+            pool = _pools[kind] = (os.getpid(), size, ThreadPoolExecutor(
+                max_workers=size, thread_name_prefix=f"pmem-{kind}"))
+        return pool[2]
+
+
+def _depth(width: int) -> int:
+    """The extractions a line may have started at once, for ``width`` calls in flight: more,
+    as each also spends time here (storing the answer, embedding its facts) without the
+    call's slot, which the next one takes meanwhile; the host's cap on calls
+    (memory.llm.hostslots) keeps the calls to ``width``."""
+    return width + width // 2
 
 
 def _threaded() -> bool:
@@ -151,25 +166,33 @@ class _Line:
         """The next observations in seq order (the window), each one's extraction started
         unless done or due to a task's retry. Also run while the head is awaited: what
         arrives meanwhile is extracted meanwhile (its task leaves it to this drain)."""
-        # An observation held back leaves its thread to the next one: the window reaches
-        # that much further (at most twice as far).
-        line = next_unsettled(self.namespace_id, self.width + min(len(self.deferred),
-                                                                   self.width))
+        # The window reaches past the calls it may have in flight: an observation held
+        # back (its extraction waits for an earlier one's plan) or one extracted but not
+        # committed yet (the line commits in seq order, behind a head held back) leaves its
+        # thread to one further on, so the server's slots stay full while the head waits.
+        # The line still commits in seq order, each plan checked at its turn.
+        line = next_unsettled(self.namespace_id, self.width * _REACH if self.threaded else 1)
         self.order = [e.pk for e in line]
         self.deferred.clear()
+        room = _depth(self.width) - self._busy()
         for index, evidence in enumerate(line):
             if evidence.pk in self.extracting or evidence.pk in self.extracted:
                 continue
             if evidence.extracted is not None:
                 self.extracted[evidence.pk] = evidence
+            elif room <= 0:
+                continue  # started once a call in flight ends, earliest first
             elif self.threaded and not retry_leased(evidence):
-                # Extracted once the earlier ones that may name its keys are planned, shown
-                # the heads their plans leave (memory.services.shown).
-                ahead = self._plans(related_earlier(line, index))
+                # Extracted once the earlier ones that may name its keys are extracted, shown
+                # the heads their plans leave, or (not planned yet) their facts as accepted
+                # (memory.services.shown): waiting for a plan would wait for every
+                # observation before that one, and the line commits in seq order behind it.
+                ahead = self._shown(related_earlier(line, index))
                 if ahead is None:
                     self.deferred.add(evidence.pk)
                 else:
                     self.extracting[evidence.pk] = self._submit(_extracted, evidence.pk, ahead)
+                    room -= 1
         if self.threaded:
             self._extract_elsewhere()
         return line
@@ -177,8 +200,7 @@ class _Line:
     def _extract_elsewhere(self) -> None:
         """Give the threads this namespace leaves idle to other namespaces' extractions
         (looked for at most once per ``_WAKE_S``: a drain commits far more often)."""
-        self.elsewhere = {pk: f for pk, f in self.elsewhere.items() if not f.done()}
-        busy = sum(not f.done() for f in self._futures()) + len(self.elsewhere)
+        busy = self._busy()
         if busy >= self.width or time.monotonic() - self.looked_elsewhere < _WAKE_S:
             return
         self.looked_elsewhere = time.monotonic()
@@ -223,6 +245,10 @@ class _Line:
                 wait([f for f in self._futures() if not f.done()], timeout=_WAKE_S,
                      return_when=FIRST_COMPLETED)
                 if self.threaded:
+                    # What the extractions just finished let be planned takes the threads
+                    # before observations further on are started: the head waits on it.
+                    self._collect()
+                    self._plan_what_may_be()
                     self._top_up()
         except ModelUnavailable as exc:
             exc.evidence_id = exc.evidence_id or head.pk
@@ -252,7 +278,8 @@ class _Line:
         return [*self.extracting.values(), *self.planning.values()]
 
     def _submit(self, job: Callable[..., T], *args: object) -> Future[T]:
-        return _threads().submit(contextvars.copy_context().run, job, *args)
+        kind = "plan" if job is _planned else "extract"
+        return _threads(kind).submit(contextvars.copy_context().run, job, *args)
 
     def _collect(self) -> None:
         """Move finished extractions along. One that failed for the model stays failed
@@ -270,7 +297,7 @@ class _Line:
             return
         naming: dict[str, list[int]] = {}  # key -> the earlier observations naming it
         for pk in self.order:
-            if pk in self.extracting or pk in self.deferred:
+            if pk in self.extracting or pk in self.deferred or pk not in self.extracted:
                 return  # its keys are not known yet: nothing behind it is planned yet
             evidence = self.extracted.get(pk)
             keys = _keys(evidence)
@@ -282,11 +309,33 @@ class _Line:
             for key in keys:
                 naming.setdefault(key, []).append(pk)
 
+    def _busy(self) -> int:
+        """The threads this line holds now: its extractions, plans and other namespaces'
+        extractions not done yet."""
+        self.elsewhere = {pk: f for pk, f in self.elsewhere.items() if not f.done()}
+        return sum(not f.done() for f in self._futures()) + len(self.elsewhere)
+
     def _idle(self) -> bool:
         """Has the pool a thread this line leaves idle? A plan on earlier plans (a call, as a
         rule) waits for one rather than hold up an extraction: else it is made at its turn."""
-        busy = sum(not f.done() for f in self._futures()) + len(self.elsewhere)
-        return busy < self.width
+        return self._busy() < self.width
+
+    def _shown(self, earlier: list[int]) -> list[Ahead] | None:
+        """What extraction is shown of the ``earlier`` observations: each one's plan when it
+        is made, else its facts as accepted (a guess the commit checks like any head shown);
+        None while one is not extracted yet."""
+        ahead: list[Ahead] = []
+        for pk in earlier:
+            planned = self._plans([pk])
+            if planned is not None:
+                ahead += planned
+            elif pk in self.extracted:
+                evidence = self.extracted[pk]
+                if evidence is not None:
+                    ahead.append(as_accepted(evidence))
+            else:
+                return None
+        return ahead
 
     def _plans(self, earlier: list[int]) -> list[Ahead] | None:
         """The plans of the ``earlier`` observations, once each is made; None while one is
