@@ -290,12 +290,14 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
         requests.post(f"{stats_url}/reset", timeout=10)
     before = _server_stats(stats_url)
     stack.reset_peaks()
-    cpu_before = _cpu_times()
+    cpu_before, stack_before = _cpu_times(), stack.cpu_seconds()
     ids, started = _post_stream(stack, texts, lanes, params["run"], stream)
     _wait_settled(ids, n, float(params.get("timeout", 1800)),
                   f"{params.get('label', NAME)} {stream} x{lanes}")
     ended = time.time()
     cpu = _cpu_busy(cpu_before, _cpu_times())
+    stack_cpu = {name: used - stack_before.get(name, 0.0)
+                 for name, used in stack.cpu_seconds().items()}
     after = _server_stats(stats_url)
     rows = _evidence(ids)
     committed = [r for r in rows if r[0] == "committed"]
@@ -317,6 +319,10 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
         "latency_p95_s": _round(_pct(latencies, 0.95)),
         "worker_rss_peak_mib": round(stack.peak["worker"] / 2**20, 1),
         "machine_cpu_busy": cpu,
+        # CPU seconds per observation of the stack's processes (the worker: extraction's
+        # parsing and embedding, planning, commits; web: the POSTs)
+        "worker_cpu_s_per_obs": round(stack_cpu["worker"] / n, 4),
+        "web_cpu_s_per_obs": round(stack_cpu["web"] / n, 4),
     }
     if before is not None and after is not None:
         calls = after["chat_calls"] - before["chat_calls"]

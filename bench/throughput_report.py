@@ -116,7 +116,8 @@ COLUMNS = (("extraction/obs", "extraction_per_obs"), ("identity/obs", "identity_
            ("worker RSS MiB", "worker_rss_peak_mib"), ("most in flight", "server_max_in_flight"),
            ("slots used", "slots_used"), ("idle: lead", "slots_lead"),
            ("idle: gaps", "slots_gaps"), ("idle: tail", "slots_tail"),
-           ("machine CPU busy", "machine_cpu_busy"))
+           ("machine CPU busy", "machine_cpu_busy"),
+           ("worker CPU s/obs", "worker_cpu_s_per_obs"), ("web CPU s/obs", "web_cpu_s_per_obs"))
 
 
 def _cell(value: Any) -> str:
