@@ -2,10 +2,12 @@
 on threads, while the head commits (SPEC §5.5; docs/decisions.md, "Planning ahead").
 
 A model answers in about a second and serves many requests at once; committing takes a few
-milliseconds. So the drain of a namespace keeps up to ``PMEM_MODEL_CONCURRENCY`` of its next
-observations in preparation — extraction (under the observation's extraction claim, as a
+milliseconds. So the drain of a namespace keeps ``PMEM_MODEL_CONCURRENCY`` calls' worth of its
+next observations in preparation — extraction (under the observation's extraction claim, as a
 task takes it: one a task is extracting is waited for, never doubled), soft key identity and
-annotation — on this process's pool of threads, and commits them strictly in ``seq`` order,
+annotation — on this process's threads, looking as far ahead in its line as it must to keep
+them busy while the head waits (up to ``_REACH`` times that many observations), and commits
+them strictly in ``seq`` order,
 each in its own short transaction. A plan is made on the state its thread saw (and, when an
 earlier observation not committed yet names one of its keys, on what that one's plan makes
 of the key); at its turn its basis (memory.services.basis) is checked, and when an earlier
@@ -138,7 +140,9 @@ def drain_ahead(namespace_id: int, *, room: int | None, deadline: float | None,
 
 class _Line:
     """The observations in preparation: each is extracted on a thread as soon as it is in the
-    window, and planned on a thread once every earlier one in the window is extracted — at
+    window and a thread is free (earliest first; one an earlier observation in the window may
+    name a key of waits for that one's extraction), and planned on a thread once every
+    earlier one in the window is extracted — at
     once when none of those names one of its keys, else on the state their plans leave (a
     plan on the state before such a one commits would be stale for certain)."""
 
@@ -167,7 +171,7 @@ class _Line:
         unless done or due to a task's retry. Also run while the head is awaited: what
         arrives meanwhile is extracted meanwhile (its task leaves it to this drain)."""
         # The window reaches past the calls it may have in flight: an observation held
-        # back (its extraction waits for an earlier one's plan) or one extracted but not
+        # back (its extraction waits for an earlier one's) or one extracted but not
         # committed yet (the line commits in seq order, behind a head held back) leaves its
         # thread to one further on, so the server's slots stay full while the head waits.
         # The line still commits in seq order, each plan checked at its turn.
