@@ -28,11 +28,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
@@ -55,6 +54,7 @@ from .commit import commit_prepared
 from .extract import extract_waiting, observation_extract
 from .line import next_unsettled, observation_fail, retry_leased
 from .plan import Prepared, prepare
+from .threads import depth, pool
 
 log = logging.getLogger("pmem.observations")
 
@@ -67,32 +67,6 @@ _WAKE_S = 0.2
 _REACH = 4
 
 T = TypeVar("T")
-_pool_lock = threading.Lock()
-_pools: dict[str, tuple[int, int, ThreadPoolExecutor]] = {}  # kind -> (pid, size, pool)
-
-
-def _threads(kind: str = "extract") -> ThreadPoolExecutor:
-    """This process's threads of one kind (made after a fork, never inherited). Plans have
-    threads of their own: most make no call and take milliseconds, and the head of a line
-    waits on its plan, so one must not queue behind the extractions (a second each) that
-    the process's other lines — adopted namespaces — keep the extraction threads busy with.
-    Both kinds share the host's cap on calls in flight (memory.llm.hostslots)."""
-    size = _depth(int(settings.PMEM_MODEL_CONCURRENCY)) if kind == "extract" else int(
-        settings.PMEM_MODEL_CONCURRENCY)
-    with _pool_lock:
-        pool = _pools.get(kind)
-        if pool is None or pool[0] != os.getpid() or pool[1] != size:
-            pool = _pools[kind] = (os.getpid(), size, ThreadPoolExecutor(
-                max_workers=size, thread_name_prefix=f"pmem-{kind}"))
-        return pool[2]
-
-
-def _depth(width: int) -> int:
-    """The extractions a line may have started at once, for ``width`` calls in flight: more,
-    as each also spends time here (storing the answer, embedding its facts) without the
-    call's slot, which the next one takes meanwhile; the host's cap on calls
-    (memory.llm.hostslots) keeps the calls to ``width``."""
-    return width + width // 2
 
 
 def _threaded() -> bool:
@@ -178,7 +152,7 @@ class _Line:
         line = next_unsettled(self.namespace_id, self.width * _REACH if self.threaded else 1)
         self.order = [e.pk for e in line]
         self.deferred.clear()
-        room = _depth(self.width) - self._busy()
+        room = depth(self.width) - self._busy()
         for index, evidence in enumerate(line):
             if evidence.pk in self.extracting or evidence.pk in self.extracted:
                 continue
@@ -191,7 +165,7 @@ class _Line:
                 # the heads their plans leave, or (not planned yet) their facts as accepted
                 # (memory.services.shown): waiting for a plan would wait for every
                 # observation before that one, and the line commits in seq order behind it.
-                ahead = self._shown(related_earlier(line, index))
+                ahead = _shown(related_earlier(line, index), self.planning, self.extracted)
                 if ahead is None:
                     self.deferred.add(evidence.pk)
                 else:
@@ -282,8 +256,8 @@ class _Line:
         return [*self.extracting.values(), *self.planning.values()]
 
     def _submit(self, job: Callable[..., T], *args: object) -> Future[T]:
-        kind = "plan" if job is _planned else "extract"
-        return _threads(kind).submit(contextvars.copy_context().run, job, *args)
+        return pool("plan" if job is _planned else "extract").submit(
+            contextvars.copy_context().run, job, *args)
 
     def _collect(self) -> None:
         """Move finished extractions along. One that failed for the model stays failed
@@ -324,23 +298,6 @@ class _Line:
         rule) waits for one rather than hold up an extraction: else it is made at its turn."""
         return self._busy() < self.width
 
-    def _shown(self, earlier: list[int]) -> list[Ahead] | None:
-        """What extraction is shown of the ``earlier`` observations: each one's plan when it
-        is made, else its facts as accepted (a guess the commit checks like any head shown);
-        None while one is not extracted yet."""
-        ahead: list[Ahead] = []
-        for pk in earlier:
-            planned = self._plans([pk])
-            if planned is not None:
-                ahead += planned
-            elif pk in self.extracted:
-                evidence = self.extracted[pk]
-                if evidence is not None:
-                    ahead.append(as_accepted(evidence))
-            else:
-                return None
-        return ahead
-
     def _plans(self, earlier: list[int]) -> list[Ahead] | None:
         """The plans of the ``earlier`` observations, once each is made; None while one is
         still being made (or failed: its turn decides)."""
@@ -353,6 +310,27 @@ class _Line:
             if prepared is not None and prepared.plan is not None:
                 ahead.append((prepared.evidence, prepared.plan.items))
         return ahead
+
+
+def _shown(earlier: list[int], planning: dict[int, Future[Prepared | None]],
+           extracted: dict[int, Evidence | None]) -> list[Ahead] | None:
+    """What extraction is shown of the ``earlier`` observations of a line: each one's plan
+    when it is made, else its facts as accepted (a guess the commit checks like any head
+    shown); None while one is not extracted yet."""
+    ahead: list[Ahead] = []
+    for pk in earlier:
+        future = planning.get(pk)
+        if future is not None and future.done() and future.exception() is None:
+            prepared = future.result()
+            if prepared is not None and prepared.plan is not None:
+                ahead.append((prepared.evidence, prepared.plan.items))
+        elif pk in extracted:
+            evidence = extracted[pk]
+            if evidence is not None:
+                ahead.append(as_accepted(evidence))
+        else:
+            return None
+    return ahead
 
 
 def _keys(evidence: Evidence | None) -> set[str]:
