@@ -59,6 +59,21 @@ def group_rss(pid: int) -> tuple[int, int]:
     return sum(sizes), max(sizes, default=0)
 
 
+def group_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a process and its live descendants have used."""
+    try:
+        main = psutil.Process(pid)
+        members = [main, *main.children(recursive=True)]
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for p in members:
+        with contextlib.suppress(psutil.Error):
+            times = p.cpu_times()
+            total += times.user + times.system
+    return total
+
+
 class Stack:
     """gunicorn (one process, four threads) and a Celery worker of ``workers`` prefork
     processes, from the tree ``pmem_site`` is imported from, on the current database, with
@@ -138,6 +153,10 @@ class Stack:
             now = self._now()
             self.peak = {name: max(self.peak[name], now[name]) for name in self.peak}
             self._stop.wait(0.25)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds the web and the worker processes have used so far."""
+        return {name: group_cpu(self.procs[name].pid) for name in ("web", "worker")}
 
     def reset_peaks(self) -> None:
         """Peaks from now on: what the processes hold now, the most they held from here."""

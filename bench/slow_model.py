@@ -89,6 +89,9 @@ class SlowModel(ScriptedServer):
         self.shown = Counter({"facts": 0, "facts_with_head_shown": 0})
         self.max_in_flight = 0
         self.max_waiting = 0
+        # (epoch start, epoch end) of each write-path call since the last reset: where the
+        # slots stood idle (bench.throughput's loss breakdown)
+        self.spans: list[tuple[float, float]] = []
         self._serving = 0
         self._waiting = 0
 
@@ -109,12 +112,14 @@ class SlowModel(ScriptedServer):
                     "extraction_facts": self.shown["facts"],
                     "extraction_facts_with_head_shown": self.shown["facts_with_head_shown"],
                     "max_in_flight": self.max_in_flight, "max_waiting": self.max_waiting,
+                    "spans": list(self.spans),
                     "serving": self._serving, "waiting": self._waiting,
                     "latency": self.latency, "in_flight": self.in_flight}
 
     def reset_peaks(self) -> None:
         with self._lock:
             self.max_in_flight = self.max_waiting = 0
+            self.spans = []
 
     def _chat_calls(self) -> int:
         """Calls of the write path's jobs (a health check's probe is none of them)."""
@@ -154,6 +159,8 @@ class SlowModel(ScriptedServer):
                 self.counts[job] += 1
                 if job in WRITE_JOBS:
                     self.busy_seconds += held
+                    ended = time.time()
+                    self.spans.append((ended - held, ended))
                 self.prompt_tokens += int(usage.get("prompt_tokens") or 0)
                 self.completion_tokens += int(usage.get("completion_tokens") or 0)
             return status, payload

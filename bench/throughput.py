@@ -290,10 +290,14 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
         requests.post(f"{stats_url}/reset", timeout=10)
     before = _server_stats(stats_url)
     stack.reset_peaks()
+    cpu_before, stack_before = _cpu_times(), stack.cpu_seconds()
     ids, started = _post_stream(stack, texts, lanes, params["run"], stream)
     _wait_settled(ids, n, float(params.get("timeout", 1800)),
                   f"{params.get('label', NAME)} {stream} x{lanes}")
     ended = time.time()
+    cpu = _cpu_busy(cpu_before, _cpu_times())
+    stack_cpu = {name: used - stack_before.get(name, 0.0)
+                 for name, used in stack.cpu_seconds().items()}
     after = _server_stats(stats_url)
     rows = _evidence(ids)
     committed = [r for r in rows if r[0] == "committed"]
@@ -314,6 +318,11 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
         "latency_p50_s": _round(_pct(latencies, 0.5)),
         "latency_p95_s": _round(_pct(latencies, 0.95)),
         "worker_rss_peak_mib": round(stack.peak["worker"] / 2**20, 1),
+        "machine_cpu_busy": cpu,
+        # CPU seconds per observation of the stack's processes (the worker: extraction's
+        # parsing and embedding, planning, commits; web: the POSTs)
+        "worker_cpu_s_per_obs": round(stack_cpu["worker"] / n, 4),
+        "web_cpu_s_per_obs": round(stack_cpu["web"] / n, 4),
     }
     if before is not None and after is not None:
         calls = after["chat_calls"] - before["chat_calls"]
@@ -336,8 +345,12 @@ def measure_cell(stack: Stack, params: dict[str, Any], stream: str, lanes: int) 
                 after["extraction_facts_with_head_shown"]
                 - before["extraction_facts_with_head_shown"],
             "server_max_in_flight": after["max_in_flight"],
+            **slot_losses(after.get("spans") or [], started=started, last=last,
+                          in_flight=int(params["in_flight"])),
             "server_max_waiting": after["max_waiting"],
         })
+    row["commit_times"] = sorted(round(float(r[2]) - started, 3) for r in committed
+                                 if r[2] is not None)
     row["evidence_chat_calls"] = sum(r[3] for r in rows)
     latency = params.get("latency")
     if latency is None and before is not None and after is not None:
@@ -361,6 +374,45 @@ def _warm_up(stack: Stack, params: dict[str, Any]) -> None:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(busy, total) jiffies of every CPU of the machine (Linux), None elsewhere."""
+    try:
+        fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def _cpu_busy(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """The machine's CPU busy between two readings (every process, the other tree's idle
+    stack and other users included), 0..1."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return round((after[0] - before[0]) / (after[1] - before[1]), 3)
+
+
+def slot_losses(spans: list[list[float]], *, started: float, last: float,
+                in_flight: int) -> dict[str, Any]:
+    """Where the server's slot-seconds (``in_flight`` x the cell's seconds) went unused, as
+    fractions of them: before the first call began (``lead``: the POSTs, the task, the first
+    extraction's start), between the first call's start and the last call's end (``gaps``:
+    slots the pipeline left empty), after the last call (``tail``: committing what it
+    answered). ``used`` is the rest; it is the ratio to the ideal when calls take the
+    latency."""
+    total = in_flight * max(last - started, 1e-6)
+    if not spans:
+        return {}
+    first, final = min(s[0] for s in spans), max(s[1] for s in spans)
+    busy = sum(s[1] - s[0] for s in spans)
+    lead = in_flight * max(first - started, 0.0)
+    tail = in_flight * max(last - final, 0.0)
+    return {"call_spans": sorted([round(a - started, 3), round(b - started, 3)] for a, b in spans),
+            "slots_used": round(busy / total, 3), "slots_lead": round(lead / total, 3),
+            "slots_gaps": round((in_flight * (final - first) - busy) / total, 3),
+            "slots_tail": round(tail / total, 3)}
 
 
 def add_ideal(row: dict[str, Any], *, latency: float, in_flight: int) -> dict[str, Any]:

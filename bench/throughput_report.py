@@ -113,7 +113,11 @@ COLUMNS = (("extraction/obs", "extraction_per_obs"), ("identity/obs", "identity_
            ("completion tok/obs", "evidence_completion_tokens_per_obs"),
            ("heads right", "heads_right"), ("p50 s", "latency_p50_s"), ("p95 s", "latency_p95_s"), ("failed", "failed"),
            ("repeats", "repeats"), ("heads shown", "extraction_facts_with_head_shown"),
-           ("worker RSS MiB", "worker_rss_peak_mib"), ("most in flight", "server_max_in_flight"))
+           ("worker RSS MiB", "worker_rss_peak_mib"), ("most in flight", "server_max_in_flight"),
+           ("slots used", "slots_used"), ("idle: lead", "slots_lead"),
+           ("idle: gaps", "slots_gaps"), ("idle: tail", "slots_tail"),
+           ("machine CPU busy", "machine_cpu_busy"),
+           ("worker CPU s/obs", "worker_cpu_s_per_obs"), ("web CPU s/obs", "web_cpu_s_per_obs"))
 
 
 def _cell(value: Any) -> str:

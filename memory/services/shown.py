@@ -6,10 +6,13 @@ heads extraction is shown (:func:`memory.services.basis.candidate_heads`) were r
 committed state: when an earlier observation in the drain's window names the key an update
 names, and has not committed, extraction saw no head (or an old one), the model's proposal
 could not stand and the update cost an annotation call. So the drain holds back extracting an
-observation whose text shares a distinctive word with an earlier one in its window until that
-one is planned (:func:`waits_for`), and extraction is then shown the heads as those plans leave
-them (:func:`heads_shown`): the proposal is made on the head its plan will read, and stands
-while that head does (``basis.proposal_stands``; the commit checks the basis as always).
+observation whose text shares a distinctive word with an earlier one in its window
+(:func:`related_earlier`) until that one is extracted, and extraction is then shown the heads
+as its plan leaves them, or, while it is not planned, as its facts read as accepted leave them
+(:func:`as_accepted`, :func:`heads_shown`): the proposal is made on the head its plan will
+most likely read, and stands only while that head does (``basis.proposal_stands``; the commit
+checks the basis as always). Waiting for the plan itself would wait for every observation
+before that one to be extracted, and the line commits in seq order behind the update.
 Extracted away from its drain (:func:`elsewhere`), it is shown the earlier ones' facts as if
 accepted, or left to its drain while one of them is not extracted.
 
@@ -96,13 +99,18 @@ def elsewhere(evidence_id: int, width: int) -> list[Ahead] | None:
     related = [e for e in line if e.pk in set(related_earlier(line, len(line) - 1))]
     if any(e.extracted is None for e in related):
         return None
-    return [(e, [(OpInput(key=normalize_key(str(f["key"])), op=OpType.ACCEPT,
-                          value=str(f["value"])), SYSTEM_ACTOR)
-                 for f in (e.extracted or {}).get("facts") or []
-                 if f.get("value") is not None and not f.get("op")
-                 and (f.get("assertion") or "asserted") == "asserted"
-                 and normalize_key(str(f.get("key") or ""))])
-            for e in related]
+    return [as_accepted(e) for e in related]
+
+
+def as_accepted(evidence: Evidence) -> Ahead:
+    """An extracted observation's asserted facts, each read as accepted: a guess at what its
+    plan will make of their keys, for extraction to be shown before that plan is made."""
+    return (evidence, [(OpInput(key=normalize_key(str(f["key"])), op=OpType.ACCEPT,
+                                value=str(f["value"])), SYSTEM_ACTOR)
+                       for f in (evidence.extracted or {}).get("facts") or []
+                       if f.get("value") is not None and not f.get("op")
+                       and (f.get("assertion") or "asserted") == "asserted"
+                       and normalize_key(str(f.get("key") or ""))])
 
 
 def heads_shown(namespace: Namespace, text: str, ahead: Sequence[Ahead]) -> list[dict[str, Any]]:

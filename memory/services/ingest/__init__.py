@@ -19,6 +19,7 @@ namespace (SPEC §5). One module per step, each with a public interface::
               is extracted by the drain itself: the drain never waits on a task that may
               not exist.
     line      the namespace's line of unsettled observations and its drain lock.
+    threads   the process's threads ahead.drain_ahead extracts and plans on (one pool each).
     at_once   record and commit in one transaction, for callers that wait anyway.
     pipeline  namespace_drain and in-process ingest: the steps composed (nothing imports it
               back).

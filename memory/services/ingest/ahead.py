@@ -2,10 +2,12 @@
 on threads, while the head commits (SPEC §5.5; docs/decisions.md, "Planning ahead").
 
 A model answers in about a second and serves many requests at once; committing takes a few
-milliseconds. So the drain of a namespace keeps up to ``PMEM_MODEL_CONCURRENCY`` of its next
-observations in preparation — extraction (under the observation's extraction claim, as a
+milliseconds. So the drain of a namespace keeps ``PMEM_MODEL_CONCURRENCY`` calls' worth of its
+next observations in preparation — extraction (under the observation's extraction claim, as a
 task takes it: one a task is extracting is waited for, never doubled), soft key identity and
-annotation — on this process's pool of threads, and commits them strictly in ``seq`` order,
+annotation — on this process's threads, looking as far ahead in its line as it must to keep
+them busy while the head waits (up to ``_REACH`` times that many observations), and commits
+them strictly in ``seq`` order,
 each in its own short transaction. A plan is made on the state its thread saw (and, when an
 earlier observation not committed yet names one of its keys, on what that one's plan makes
 of the key); at its turn its basis (memory.services.basis) is checked, and when an earlier
@@ -26,11 +28,10 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import replace
 from functools import partial
 from typing import Any, TypeVar
@@ -46,13 +47,14 @@ from memory.models import Evidence
 from ..basis import basis_holds
 from ..frontier import frontier_flush_if_due
 from ..planning import Ahead, ModelUnavailable, PlanAtTurn
-from ..shown import elsewhere, from_kept, keep, related_earlier
+from ..shown import as_accepted, elsewhere, from_kept, keep, related_earlier
 from ..sweep import observations_unclaimed_elsewhere
 from .adopt import Adoption, adopt
 from .commit import commit_prepared
 from .extract import extract_waiting, observation_extract
 from .line import next_unsettled, observation_fail, retry_leased
 from .plan import Prepared, prepare
+from .threads import depth, pool
 
 log = logging.getLogger("pmem.observations")
 
@@ -61,21 +63,10 @@ log = logging.getLogger("pmem.observations")
 _REPLANS = 3
 #: How often the drain's thread wakes while it waits on the pool.
 _WAKE_S = 0.2
+#: How far the window reaches, in multiples of the calls a line may have in flight.
+_REACH = 4
 
 T = TypeVar("T")
-_pool_lock = threading.Lock()
-_pool: tuple[int, int, ThreadPoolExecutor] | None = None  # (pid, size, pool)
-
-
-def _threads() -> ThreadPoolExecutor:
-    """This process's planning threads (made after a fork, never inherited)."""
-    global _pool
-    size = int(settings.PMEM_MODEL_CONCURRENCY)
-    with _pool_lock:
-        if _pool is None or _pool[0] != os.getpid() or _pool[1] != size:
-            _pool = (os.getpid(), size,
-                     ThreadPoolExecutor(max_workers=size, thread_name_prefix="pmem-plan"))
-        return _pool[2]
 
 
 def _threaded() -> bool:
@@ -123,7 +114,9 @@ def drain_ahead(namespace_id: int, *, room: int | None, deadline: float | None,
 
 class _Line:
     """The observations in preparation: each is extracted on a thread as soon as it is in the
-    window, and planned on a thread once every earlier one in the window is extracted — at
+    window and a thread is free (earliest first; one an earlier observation in the window may
+    name a key of waits for that one's extraction), and planned on a thread once every
+    earlier one in the window is extracted — at
     once when none of those names one of its keys, else on the state their plans leave (a
     plan on the state before such a one commits would be stale for certain)."""
 
@@ -151,25 +144,33 @@ class _Line:
         """The next observations in seq order (the window), each one's extraction started
         unless done or due to a task's retry. Also run while the head is awaited: what
         arrives meanwhile is extracted meanwhile (its task leaves it to this drain)."""
-        # An observation held back leaves its thread to the next one: the window reaches
-        # that much further (at most twice as far).
-        line = next_unsettled(self.namespace_id, self.width + min(len(self.deferred),
-                                                                   self.width))
+        # The window reaches past the calls it may have in flight: an observation held
+        # back (its extraction waits for an earlier one's) or one extracted but not
+        # committed yet (the line commits in seq order, behind a head held back) leaves its
+        # thread to one further on, so the server's slots stay full while the head waits.
+        # The line still commits in seq order, each plan checked at its turn.
+        line = next_unsettled(self.namespace_id, self.width * _REACH if self.threaded else 1)
         self.order = [e.pk for e in line]
         self.deferred.clear()
+        room = depth(self.width) - self._busy()
         for index, evidence in enumerate(line):
             if evidence.pk in self.extracting or evidence.pk in self.extracted:
                 continue
             if evidence.extracted is not None:
                 self.extracted[evidence.pk] = evidence
+            elif room <= 0:
+                continue  # started once a call in flight ends, earliest first
             elif self.threaded and not retry_leased(evidence):
-                # Extracted once the earlier ones that may name its keys are planned, shown
-                # the heads their plans leave (memory.services.shown).
-                ahead = self._plans(related_earlier(line, index))
+                # Extracted once the earlier ones that may name its keys are extracted, shown
+                # the heads their plans leave, or (not planned yet) their facts as accepted
+                # (memory.services.shown): waiting for a plan would wait for every
+                # observation before that one, and the line commits in seq order behind it.
+                ahead = _shown(related_earlier(line, index), self.planning, self.extracted)
                 if ahead is None:
                     self.deferred.add(evidence.pk)
                 else:
                     self.extracting[evidence.pk] = self._submit(_extracted, evidence.pk, ahead)
+                    room -= 1
         if self.threaded:
             self._extract_elsewhere()
         return line
@@ -177,8 +178,7 @@ class _Line:
     def _extract_elsewhere(self) -> None:
         """Give the threads this namespace leaves idle to other namespaces' extractions
         (looked for at most once per ``_WAKE_S``: a drain commits far more often)."""
-        self.elsewhere = {pk: f for pk, f in self.elsewhere.items() if not f.done()}
-        busy = sum(not f.done() for f in self._futures()) + len(self.elsewhere)
+        busy = self._busy()
         if busy >= self.width or time.monotonic() - self.looked_elsewhere < _WAKE_S:
             return
         self.looked_elsewhere = time.monotonic()
@@ -223,6 +223,10 @@ class _Line:
                 wait([f for f in self._futures() if not f.done()], timeout=_WAKE_S,
                      return_when=FIRST_COMPLETED)
                 if self.threaded:
+                    # What the extractions just finished let be planned takes the threads
+                    # before observations further on are started: the head waits on it.
+                    self._collect()
+                    self._plan_what_may_be()
                     self._top_up()
         except ModelUnavailable as exc:
             exc.evidence_id = exc.evidence_id or head.pk
@@ -252,7 +256,8 @@ class _Line:
         return [*self.extracting.values(), *self.planning.values()]
 
     def _submit(self, job: Callable[..., T], *args: object) -> Future[T]:
-        return _threads().submit(contextvars.copy_context().run, job, *args)
+        return pool("plan" if job is _planned else "extract").submit(
+            contextvars.copy_context().run, job, *args)
 
     def _collect(self) -> None:
         """Move finished extractions along. One that failed for the model stays failed
@@ -270,7 +275,7 @@ class _Line:
             return
         naming: dict[str, list[int]] = {}  # key -> the earlier observations naming it
         for pk in self.order:
-            if pk in self.extracting or pk in self.deferred:
+            if pk in self.extracting or pk in self.deferred or pk not in self.extracted:
                 return  # its keys are not known yet: nothing behind it is planned yet
             evidence = self.extracted.get(pk)
             keys = _keys(evidence)
@@ -282,11 +287,16 @@ class _Line:
             for key in keys:
                 naming.setdefault(key, []).append(pk)
 
+    def _busy(self) -> int:
+        """The threads this line holds now: its extractions, plans and other namespaces'
+        extractions not done yet."""
+        self.elsewhere = {pk: f for pk, f in self.elsewhere.items() if not f.done()}
+        return sum(not f.done() for f in self._futures()) + len(self.elsewhere)
+
     def _idle(self) -> bool:
         """Has the pool a thread this line leaves idle? A plan on earlier plans (a call, as a
         rule) waits for one rather than hold up an extraction: else it is made at its turn."""
-        busy = sum(not f.done() for f in self._futures()) + len(self.elsewhere)
-        return busy < self.width
+        return self._busy() < self.width
 
     def _plans(self, earlier: list[int]) -> list[Ahead] | None:
         """The plans of the ``earlier`` observations, once each is made; None while one is
@@ -300,6 +310,27 @@ class _Line:
             if prepared is not None and prepared.plan is not None:
                 ahead.append((prepared.evidence, prepared.plan.items))
         return ahead
+
+
+def _shown(earlier: list[int], planning: dict[int, Future[Prepared | None]],
+           extracted: dict[int, Evidence | None]) -> list[Ahead] | None:
+    """What extraction is shown of the ``earlier`` observations of a line: each one's plan
+    when it is made, else its facts as accepted (a guess the commit checks like any head
+    shown); None while one is not extracted yet."""
+    ahead: list[Ahead] = []
+    for pk in earlier:
+        future = planning.get(pk)
+        if future is not None and future.done() and future.exception() is None:
+            prepared = future.result()
+            if prepared is not None and prepared.plan is not None:
+                ahead.append((prepared.evidence, prepared.plan.items))
+        elif pk in extracted:
+            evidence = extracted[pk]
+            if evidence is not None:
+                ahead.append(as_accepted(evidence))
+        else:
+            return None
+    return ahead
 
 
 def _keys(evidence: Evidence | None) -> set[str]:
