@@ -8,7 +8,6 @@ function idle(id) {
   const el = document.getElementById(id);
   if (!el) return true;
   if (el.contains(document.activeElement)) return false;
-  if (el.querySelector("details.action[open]")) return false; // a form opened, being read
   for (const field of el.querySelectorAll("input[type=text], input:not([type]), textarea")) {
     if (field.value.trim() !== "") return false;
   }
