@@ -25,6 +25,7 @@ from memory import metrics
 from .errors import TransportError, UnsupportedForm
 from .forms import unsupported_form
 from .hostslots import HostSemaphore, slot_directory
+from .quickack import http_client
 
 log = logging.getLogger("pmem.llm")
 
@@ -61,13 +62,15 @@ def sdk_client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     connection pool take tens of milliseconds to build, and a drain asks for a client at
     every step) and shared: it is thread-safe. Keyed by the process id too: a pool process
     forked from the worker never shares the parent's connections. The SDK's own retries
-    are off (:func:`with_retries` is the policy)."""
+    are off (:func:`with_retries` is the policy). Its HTTP client acknowledges the server's
+    segments at once (:mod:`.quickack`)."""
     key = (os.getpid(), base_url, api_key, timeout)
     with _SEMAPHORES_LOCK:
         client = _SDK_CLIENTS.get(key)
         if client is None:
             client = _SDK_CLIENTS[key] = openai.OpenAI(base_url=base_url, api_key=api_key,
-                                                       timeout=timeout, max_retries=0)
+                                                       timeout=timeout, max_retries=0,
+                                                       http_client=http_client())
         return client
 
 
