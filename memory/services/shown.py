@@ -64,23 +64,77 @@ def _key_words(evidence: Evidence) -> set[str] | None:
 
 
 def related_earlier(line: Sequence[Evidence], index: int) -> list[int]:
-    """The observations before ``line[index]`` in the window that may name one of its keys:
-    an extracted one whose keys hold a distinctive word of its text, one not extracted yet
-    whose text does. A distinctive word is held by at most a quarter of the window's
-    observations (or two): a line or a word many observations repeat names no key. None of them when extraction
-    is shown no heads (``PMEM_EXTRACTION_HEADS=0``): then nothing is gained by waiting."""
-    if index == 0 or int(settings.PMEM_EXTRACTION_HEADS) <= 0:
+    """The observations before ``line[index]`` in the window that may name one of its keys
+    (:func:`related_in_line`)."""
+    if index == 0:
         return []
+    return related_in_line(line[:index + 1])[index]
+
+
+def related_in_line(line: Sequence[Evidence]) -> list[list[int]]:
+    """For each observation of the window, the ones before it that may name one of its keys:
+    an extracted one whose keys hold a distinctive word of its text, one not extracted yet
+    whose text does. A word is distinctive when at most a quarter of the window's
+    observations (or two) hold it: a line or a word many observations repeat names no key.
+    A word with a digit in it (an id, a number) may be held by three, as long as not every
+    one of the window holds it: a key set once and updated twice. None of them when
+    extraction is shown no heads (``PMEM_EXTRACTION_HEADS=0``): then nothing is gained by
+    waiting."""
+    if int(settings.PMEM_EXTRACTION_HEADS) <= 0:
+        return [[] for _ in line]
     words = [_words(e) for e in line]
     df = Counter(w for ws in words for w in ws)
     most = max(2, len(line) // 4)
-    mine = {w for w in words[index] if df[w] <= most}
-    related = []
-    for j in range(index):
-        named = _key_words(line[j])
-        if mine & (words[j] if named is None else named):
-            related.append(line[j].pk)
+
+    def distinctive(word: str) -> bool:
+        held = df[word]
+        return held <= most or (held <= 3 and held < len(line)
+                                and any(c.isdigit() for c in word))
+
+    named = [_key_words(e) for e in line]
+    related: list[list[int]] = []
+    for index, ws in enumerate(words):
+        mine = {w for w in ws if distinctive(w)}
+        related.append([line[j].pk for j in range(index)
+                        if mine & (words[j] if (theirs := named[j]) is None else theirs)])
     return related
+
+
+def awaited_in(related: list[list[int]]) -> set[int]:
+    """The observations of a line some later one of it waits for (:func:`related_in_line`)."""
+    return {pk for earlier in related for pk in earlier}
+
+
+def by_urgency(line: Sequence[Evidence], awaited: set[int]) -> list[int]:
+    """The indexes of a line in the order their extractions are started: first the
+    ``awaited`` observations (a later one may name their keys), in seq order, then the rest
+    in seq order. The drain passes them only once the whole line is in view (earlier, seq
+    order keeps its head moving): a chain of observations each waiting for the one before is
+    the stream's end when its first starts last; started first, it ends while the others'
+    calls fill the server's slots."""
+    first = [i for i, e in enumerate(line) if e.pk in awaited]
+    return first + [i for i, e in enumerate(line) if e.pk not in awaited]
+
+
+def shown_in_line(earlier: list[int], planning: dict[int, Future[Prepared | None]],
+           extracted: dict[int, Evidence | None]) -> list[Ahead] | None:
+    """What extraction is shown of the ``earlier`` observations of a line: each one's plan
+    when it is made, else its facts as accepted (a guess the commit checks like any head
+    shown); None while one is not extracted yet."""
+    ahead: list[Ahead] = []
+    for pk in earlier:
+        future = planning.get(pk)
+        if future is not None and future.done() and future.exception() is None:
+            prepared = future.result()
+            if prepared is not None and prepared.plan is not None:
+                ahead.append((prepared.evidence, prepared.plan.items))
+        elif pk in extracted:
+            evidence = extracted[pk]
+            if evidence is not None:
+                ahead.append(as_accepted(evidence))
+        else:
+            return None
+    return ahead
 
 
 def elsewhere(evidence_id: int, width: int) -> list[Ahead] | None:

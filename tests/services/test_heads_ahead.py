@@ -84,3 +84,38 @@ def test_extracted_away_from_its_drain_it_is_shown_the_earlier_facts_or_waits_fo
     assert earlier.pk == first.pk
     assert [(i.key, i.op, i.value) for i, _ in items] == [("k3f2a9c01b7e", "accept", "shelf 1")]
     assert elsewhere(other.pk, 8) == []  # nothing before it names its key
+
+
+def test_a_key_set_once_and_updated_twice_among_ten_is_shown_each_earlier_value(model, settings):
+    # Three observations of ten hold the key's id: more than a quarter of a short line, yet
+    # the id names the key each time (a word without a digit held as often would not).
+    settings.PMEM_MODEL_CONCURRENCY = 8
+    model.delay("extraction", 0.2)
+    ns = Namespace.objects.create(name="twice-updated")
+    others = [f"k{n:011x} = shelf {n}" for n in range(7)]
+    _told(ns, "k3f2a9c01b7e = shelf 10", *others[:3], "k3f2a9c01b7e = shelf 11", *others[3:6],
+          "k3f2a9c01b7e = shelf 12", others[6])
+
+    updates = [op for op in _ops(ns) if op[0] == "k3f2a9c01b7e"]
+    assert updates == [("k3f2a9c01b7e", "accept", "shelf 10", "rule"),
+                       ("k3f2a9c01b7e", "accept", "shelf 11", "model"),
+                       ("k3f2a9c01b7e", "accept", "shelf 12", "model")]
+    assert model.counts["annotation"] == 0
+    last = [r for r in model.requests_for("extraction") if "shelf 12" in
+            r.body["messages"][-1]["content"]][0]
+    assert "shelf 11" in last.body["messages"][-1]["content"]
+
+
+def test_the_observation_a_later_one_waits_for_is_extracted_first(model, settings):
+    # The whole line is in view: the fifth observation, which the sixth waits for, is not
+    # left to be extracted after the four before it while the sixth waits on it.
+    settings.PMEM_MODEL_CONCURRENCY = 2
+    model.delay("extraction", 0.2)
+    ns = Namespace.objects.create(name="awaited-first")
+    _told(ns, *[f"k{n:011x} = shelf {n}" for n in range(4)], "kaa11bb22cc3 = shelf 4",
+          "kaa11bb22cc3 = shelf 5")
+
+    asked = [r.body["messages"][-1]["content"] for r in model.requests_for("extraction")]
+    first = next(i for i, text in enumerate(asked) if "shelf 4" in text)
+    assert first < 3, f"the awaited observation was asked for {first + 1}th: {asked}"
+    assert model.counts["annotation"] == 0

@@ -3,8 +3,10 @@
 A prefork worker process runs one task at a time, and a task drains one namespace: while that
 namespace's next observation waits on the model, the process could not plan or commit any
 other namespace's, however many calls the server could take, so eight small namespaces moved
-at the pace of two. Now a drain whose threads sit idle (its line is shorter than its window)
-adopts namespaces that have unsettled observations and that no drain holds: it drains each on
+at the pace of two. Now a task's drain adopts namespaces that have unsettled observations
+and that no drain holds, whether or not its own threads are idle (the process's extraction
+pool takes every line's work by urgency, memory.services.ingest.threads, so an adopted line
+starves nobody, while a namespace left undrained would be extracted last): it drains each on
 a thread of this process, as a task would (``namespace_drain``: the namespace's lock, seq
 order, the plans checked at each commit), on the same pool of planning threads and under the
 same cap of calls per host. The namespace's own tasks find its lock held and leave their

@@ -14,10 +14,13 @@ of the key); at its turn its basis (memory.services.basis) is checked, and when 
 commit changed any of it the observation is planned again, there and then: the result is
 the one planning each observation after the previous one committed would give.
 
-Threads the namespace leaves idle (its line is shorter than the window) drain namespaces no
-drain holds (a task's drain: memory.services.adopt), else extract the oldest observations of
-other namespaces that nobody is extracting, under their claims; their drains find the
-extraction stored and make no call for it.
+The extraction threads are the process's, shared by every line it drains, and take the most
+urgent work first (memory.services.ingest.threads): an observation a later one waits for,
+once the whole line is in view, then the oldest. A task's drain also drains namespaces no
+drain holds (memory.services.ingest.adopt), and threads it leaves idle extract the oldest
+observations of other namespaces that nobody is extracting, under their claims
+(memory.services.ingest.elsewhere); their drains find the extraction stored and make no call
+for it.
 
 Inside a transaction the caller already holds (a test's), or with a concurrency of 1, the
 observations are prepared one at a time on the caller's connection: threads could not see
@@ -28,7 +31,6 @@ from __future__ import annotations
 
 import contextvars
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -47,11 +49,18 @@ from memory.models import Evidence
 from ..basis import basis_holds
 from ..frontier import frontier_flush_if_due
 from ..planning import Ahead, ModelUnavailable, PlanAtTurn
-from ..shown import as_accepted, elsewhere, from_kept, keep, related_earlier
-from ..sweep import observations_unclaimed_elsewhere
+from ..shown import (
+    awaited_in,
+    by_urgency,
+    from_kept,
+    keep,
+    related_in_line,
+    shown_in_line,
+)
 from .adopt import Adoption, adopt
 from .commit import commit_prepared
-from .extract import extract_waiting, observation_extract
+from .elsewhere import extract_elsewhere, extracted_elsewhere
+from .extract import extract_waiting
 from .line import next_unsettled, observation_fail, retry_leased
 from .plan import Prepared, prepare
 from .threads import depth, pool
@@ -61,8 +70,10 @@ log = logging.getLogger("pmem.observations")
 #: Plans made again for one observation before the freshest is applied as it is: only a
 #: writer outside the drain (none of ours) could keep changing what it read.
 _REPLANS = 3
-#: How often the drain's thread wakes while it waits on the pool.
+#: How often the drain's thread wakes while it waits on the pool; more often while its line
+#: has room for observations that arrive meanwhile (their tasks leave them to this drain).
 _WAKE_S = 0.2
+_ARRIVALS_S = 0.04
 #: How far the window reaches, in multiples of the calls a line may have in flight.
 _REACH = 4
 
@@ -91,7 +102,7 @@ def drain_ahead(namespace_id: int, *, room: int | None, deadline: float | None,
     limit ends that wait). Raises :class:`ModelUnavailable` naming the head when the model
     cannot be reached for it, and :class:`PreparationTimedOut` when the head is still being
     prepared at ``give_up_at`` (monotonic). With ``adoption``, threads it leaves idle may
-    drain namespaces nobody drains (memory.services.adopt)."""
+    drain namespaces nobody drains (memory.services.ingest.adopt)."""
     line = _Line(namespace_id, threaded=_threaded(), give_up_at=give_up_at, adoption=adoption)
     committed = 0
     try:
@@ -114,10 +125,10 @@ def drain_ahead(namespace_id: int, *, room: int | None, deadline: float | None,
 
 class _Line:
     """The observations in preparation: each is extracted on a thread as soon as it is in the
-    window and a thread is free (earliest first; one an earlier observation in the window may
-    name a key of waits for that one's extraction), and planned on a thread once every
-    earlier one in the window is extracted — at
-    once when none of those names one of its keys, else on the state their plans leave (a
+    window and a thread is free (those a later one waits for first, then earliest first; one
+    an earlier observation in the window may name a key of waits for that one's extraction),
+    and planned on a thread once every earlier one in the window is extracted — at once when
+    none of those names one of its keys, else on the state their plans leave (a
     plan on the state before such a one commits would be stale for certain)."""
 
     def __init__(self, namespace_id: int, *, threaded: bool,
@@ -153,49 +164,52 @@ class _Line:
         self.order = [e.pk for e in line]
         self.deferred.clear()
         room = depth(self.width) - self._busy()
-        for index, evidence in enumerate(line):
+        related = related_in_line(line) if self.threaded else [[] for _ in line]
+        # While the line reaches past the window, earliest first keeps its head moving; once
+        # the whole line is in view, what is left is what the stream's end waits for.
+        awaited = awaited_in(related) if len(line) < self.width * _REACH else set()
+        for index in by_urgency(line, awaited):
+            evidence = line[index]
             if evidence.pk in self.extracting or evidence.pk in self.extracted:
                 continue
             if evidence.extracted is not None:
                 self.extracted[evidence.pk] = evidence
             elif room <= 0:
-                continue  # started once a call in flight ends, earliest first
+                continue  # started once a call in flight ends, most urgent first
             elif self.threaded and not retry_leased(evidence):
                 # Extracted once the earlier ones that may name its keys are extracted, shown
                 # the heads their plans leave, or (not planned yet) their facts as accepted
                 # (memory.services.shown): waiting for a plan would wait for every
                 # observation before that one, and the line commits in seq order behind it.
-                ahead = _shown(related_earlier(line, index), self.planning, self.extracted)
+                ahead = shown_in_line(related[index], self.planning, self.extracted)
                 if ahead is None:
                     self.deferred.add(evidence.pk)
                 else:
-                    self.extracting[evidence.pk] = self._submit(_extracted, evidence.pk, ahead)
+                    self.extracting[evidence.pk] = self._submit(
+                        (evidence.pk not in awaited, evidence.pk), _extracted, evidence.pk, ahead)
                     room -= 1
         if self.threaded:
             self._extract_elsewhere()
         return line
 
     def _extract_elsewhere(self) -> None:
-        """Give the threads this namespace leaves idle to other namespaces' extractions
-        (looked for at most once per ``_WAKE_S``: a drain commits far more often)."""
-        busy = self._busy()
-        if busy >= self.width or time.monotonic() - self.looked_elsewhere < _WAKE_S:
+        """Drain namespaces no drain holds (a task's drain adopts them whether or not its
+        threads are idle: the pool takes every line's extractions by urgency, so an
+        adopted line's oldest observation is not left behind this one's newer ones), and
+        give the threads this namespace leaves idle to other namespaces' extractions; looked
+        for at most once per ``_WAKE_S`` (a drain commits far more often)."""
+        if time.monotonic() - self.looked_elsewhere < _WAKE_S:
             return
         self.looked_elsewhere = time.monotonic()
         if self.adoption is not None and adopt(self.adoption, drained=self.namespace_id,
-                                               room=self.width - busy):
+                                               room=self.width):
             return  # the namespaces adopted extract their own observations
-        with _elsewhere_lock:  # not what another drain of this process is extracting
-            if time.monotonic() < _elsewhere_paused[0]:
-                return
-            taken = list(_elsewhere_taken)
-        for pk in observations_unclaimed_elsewhere(
-                namespace_id=self.namespace_id, limit=self.width - busy, skip=taken):
-            with _elsewhere_lock:
-                _elsewhere_taken.add(pk)
-            future = self._submit(_extracted_elsewhere, pk)
-            future.add_done_callback(partial(_untake, pk))  # also when cancelled unstarted
-            self.elsewhere[pk] = future
+        busy = self._busy()
+        if busy >= self.width:
+            return
+        self.elsewhere.update(extract_elsewhere(
+            self.namespace_id, self.width - busy,
+            lambda pk: self._submit((True, pk), extracted_elsewhere, pk)))
 
     def prepared(self, head: Evidence) -> Prepared | None:
         """The head, prepared: wait for whatever is in flight, planning behind it meanwhile."""
@@ -220,8 +234,8 @@ class _Line:
                 # reaches a pool thread is not seen by this one in time.
                 if self.give_up_at is not None and time.monotonic() >= self.give_up_at:
                     raise PreparationTimedOut(head.pk)
-                wait([f for f in self._futures() if not f.done()], timeout=_WAKE_S,
-                     return_when=FIRST_COMPLETED)
+                wait([f for f in self._futures() if not f.done()], return_when=FIRST_COMPLETED,
+                     timeout=_ARRIVALS_S if self._room_for_arrivals() else _WAKE_S)
                 if self.threaded:
                     # What the extractions just finished let be planned takes the threads
                     # before observations further on are started: the head waits on it.
@@ -255,9 +269,12 @@ class _Line:
     def _futures(self) -> list[Future[Any]]:
         return [*self.extracting.values(), *self.planning.values()]
 
-    def _submit(self, job: Callable[..., T], *args: object) -> Future[T]:
+    def _submit(self, urgency: tuple[bool, int], job: Callable[..., T],
+                *args: object) -> Future[T]:
+        """Run ``job`` on a pool thread, before the pool's queued jobs of greater ``urgency``
+        (an observation a later one waits for, then the oldest: memory.services.ingest.threads)."""
         return pool("plan" if job is _planned else "extract").submit(
-            contextvars.copy_context().run, job, *args)
+            urgency, contextvars.copy_context().run, job, *args)
 
     def _collect(self) -> None:
         """Move finished extractions along. One that failed for the model stays failed
@@ -283,7 +300,8 @@ class _Line:
                 earlier = sorted({e for key in keys for e in naming.get(key, ())})
                 ahead = self._plans(earlier) if not earlier or self._idle() else None
                 if ahead is not None:
-                    self.planning[pk] = from_kept(pk) or self._submit(_planned, pk, ahead)
+                    self.planning[pk] = from_kept(pk) or self._submit((False, pk), _planned,
+                                                                      pk, ahead)
             for key in keys:
                 naming.setdefault(key, []).append(pk)
 
@@ -292,6 +310,12 @@ class _Line:
         extractions not done yet."""
         self.elsewhere = {pk: f for pk, f in self.elsewhere.items() if not f.done()}
         return sum(not f.done() for f in self._futures()) + len(self.elsewhere)
+
+    def _room_for_arrivals(self) -> bool:
+        """Would an observation arriving now be started at once (the window is not full and
+        fewer extractions than the line may start are under way)?"""
+        return (self.threaded and len(self.order) < self.width * _REACH
+                and self._busy() < depth(self.width))
 
     def _idle(self) -> bool:
         """Has the pool a thread this line leaves idle? A plan on earlier plans (a call, as a
@@ -312,27 +336,6 @@ class _Line:
         return ahead
 
 
-def _shown(earlier: list[int], planning: dict[int, Future[Prepared | None]],
-           extracted: dict[int, Evidence | None]) -> list[Ahead] | None:
-    """What extraction is shown of the ``earlier`` observations of a line: each one's plan
-    when it is made, else its facts as accepted (a guess the commit checks like any head
-    shown); None while one is not extracted yet."""
-    ahead: list[Ahead] = []
-    for pk in earlier:
-        future = planning.get(pk)
-        if future is not None and future.done() and future.exception() is None:
-            prepared = future.result()
-            if prepared is not None and prepared.plan is not None:
-                ahead.append((prepared.evidence, prepared.plan.items))
-        elif pk in extracted:
-            evidence = extracted[pk]
-            if evidence is not None:
-                ahead.append(as_accepted(evidence))
-        else:
-            return None
-    return ahead
-
-
 def _keys(evidence: Evidence | None) -> set[str]:
     if evidence is None:
         return set()
@@ -349,37 +352,6 @@ def _extracted(evidence_id: int, ahead: Sequence[Ahead] = ()) -> Evidence | None
             extract_waiting(evidence_id, ahead)
             evidence = Evidence.objects.defer("embedding").get(pk=evidence_id)
         return evidence if evidence.state in UNSETTLED_STATES else None
-    finally:
-        connection.close()
-
-
-_elsewhere_lock = threading.Lock()
-_elsewhere_taken: set[int] = set()  # submitted by a drain of this process, not done
-_elsewhere_paused = [0.0]  # monotonic: no extraction for other namespaces before this
-
-
-def _untake(evidence_id: int, _: Future[None]) -> None:
-    with _elsewhere_lock:
-        _elsewhere_taken.discard(evidence_id)
-
-
-def _extracted_elsewhere(evidence_id: int) -> None:
-    """On a thread: extract another namespace's observation if nobody has claimed it (one
-    that is claimed is being extracted; the drain of its namespace will find it stored).
-    What goes wrong is left to that namespace's own task: it extracts it again, and its
-    retries and time limits apply there. A model that failed here is left alone by this
-    process's drains for ``PMEM_SWEEP_EVERY``: they would only add calls to a server in
-    trouble, ahead of the tasks whose retries wait it out. One that an earlier observation
-    of its namespace, not committed yet, may name a key of is shown that one's facts as
-    accepted, or left to its drain while that one is not extracted (memory.services.shown)."""
-    try:
-        shown = elsewhere(evidence_id, int(settings.PMEM_MODEL_CONCURRENCY))
-        if shown is not None:
-            observation_extract(evidence_id=evidence_id, ahead=shown)
-    except Exception as exc:
-        log.info("extracting evidence %s ahead of its namespace failed: %s", evidence_id, exc)
-        with _elsewhere_lock:
-            _elsewhere_paused[0] = time.monotonic() + max(1.0, float(settings.PMEM_SWEEP_EVERY))
     finally:
         connection.close()
 
