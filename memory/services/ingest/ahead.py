@@ -298,7 +298,7 @@ class _Line:
             keys = _keys(evidence)
             if pk not in self.planning and evidence is not None:
                 earlier = sorted({e for key in keys for e in naming.get(key, ())})
-                ahead = self._plans(earlier) if not earlier or self._idle() else None
+                ahead = _made_plans(self.planning, earlier) if not earlier or self._idle() else None
                 if ahead is not None:
                     self.planning[pk] = from_kept(pk) or self._submit((False, pk), _planned,
                                                                       pk, ahead)
@@ -322,18 +322,20 @@ class _Line:
         rule) waits for one rather than hold up an extraction: else it is made at its turn."""
         return self._busy() < self.width
 
-    def _plans(self, earlier: list[int]) -> list[Ahead] | None:
-        """The plans of the ``earlier`` observations, once each is made; None while one is
-        still being made (or failed: its turn decides)."""
-        ahead: list[Ahead] = []
-        for pk in earlier:
-            future = self.planning.get(pk)
-            if future is None or not future.done() or future.exception() is not None:
-                return None
-            prepared = future.result()
-            if prepared is not None and prepared.plan is not None:
-                ahead.append((prepared.evidence, prepared.plan.items))
-        return ahead
+
+def _made_plans(planning: dict[int, Future[Prepared | None]],
+                earlier: list[int]) -> list[Ahead] | None:
+    """The plans of the ``earlier`` observations, once each is made; None while one is
+    still being made (or failed: its turn decides)."""
+    ahead: list[Ahead] = []
+    for pk in earlier:
+        future = planning.get(pk)
+        if future is None or not future.done() or future.exception() is not None:
+            return None
+        prepared = future.result()
+        if prepared is not None and prepared.plan is not None:
+            ahead.append((prepared.evidence, prepared.plan.items))
+    return ahead
 
 
 def _keys(evidence: Evidence | None) -> set[str]:
