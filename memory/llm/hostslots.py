@@ -11,7 +11,10 @@ process never take the same slot (``flock`` excludes open file descriptions, not
 
 A caller that finds every slot taken waits on a condition this process's releases signal,
 and looks again every ``POLL_S`` for slots freed by other processes: a wait behind another
-process is at most that much longer than it need be (small beside a model call).
+process is at most that much longer than it need be (small beside a model call). Among the
+waiters of one process the most urgent takes the next slot (``URGENCY``, set by the caller's
+context: a drain's extraction that a later observation waits for goes before the ones that
+only keep the server busy); among processes, whoever looks first.
 
 Why not a semaphore from the broker or the database: measured (``bench/host_semaphore.py``),
 an acquire and release here costs ~9 µs; a counting semaphore on the embedded Redis (one Lua
@@ -24,8 +27,11 @@ advisory lock per slot would hold a database connection per call in flight, from
 
 from __future__ import annotations
 
+import contextvars
 import fcntl
 import hashlib
+import heapq
+import itertools
 import os
 import socket
 import threading
@@ -34,6 +40,9 @@ from pathlib import Path
 from types import TracebackType
 
 POLL_S = 0.01
+#: How urgent the calls of this context are: the least goes first among a process's waiters.
+URGENCY: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar(
+    "pmem_call_urgency", default=(1, 0))
 
 
 class HostSemaphore:
@@ -47,6 +56,8 @@ class HostSemaphore:
         self._cond = threading.Condition()
         self._fds: dict[int, int] = {}
         self._pid = 0
+        self._waiting: list[tuple[tuple[int, ...], int]] = []  # (urgency, ticket), a heap
+        self._tickets = itertools.count()
 
     def _descriptors(self) -> dict[int, int]:
         """This process's descriptor of each slot file, opened again after a fork: a child
@@ -77,15 +88,24 @@ class HostSemaphore:
     def acquire(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
-            while True:
-                slot = self._try_take()
-                if slot is not None:
-                    self._held.__dict__.setdefault("slots", []).append(slot)
-                    return True
-                wait = POLL_S if deadline is None else min(POLL_S, deadline - time.monotonic())
-                if wait <= 0:
-                    return False
-                self._cond.wait(wait)
+            me = (URGENCY.get(), next(self._tickets))
+            heapq.heappush(self._waiting, me)
+            try:
+                while True:
+                    # Only the most urgent waiter of the process takes a slot.
+                    slot = self._try_take() if self._waiting[0] == me else None
+                    if slot is not None:
+                        self._held.__dict__.setdefault("slots", []).append(slot)
+                        return True
+                    wait = (POLL_S if deadline is None
+                            else min(POLL_S, deadline - time.monotonic()))
+                    if wait <= 0:
+                        return False
+                    self._cond.wait(wait)
+            finally:
+                self._waiting.remove(me)
+                heapq.heapify(self._waiting)
+                self._cond.notify_all()  # the next most urgent looks now
 
     def release(self) -> None:
         slots: list[int] = self._held.__dict__.get("slots", [])
@@ -96,7 +116,7 @@ class HostSemaphore:
             if self._pid == os.getpid():
                 fcntl.flock(self._fds[slot], fcntl.LOCK_UN)
                 self._taken.discard(slot)
-            self._cond.notify()
+            self._cond.notify_all()  # the most urgent waiter takes it, not the first woken
 
     def holders_here(self) -> int:
         """Slots this process holds now."""

@@ -76,19 +76,19 @@ def related_in_line(line: Sequence[Evidence]) -> list[list[int]]:
     an extracted one whose keys hold a distinctive word of its text, one not extracted yet
     whose text does. A word is distinctive when at most a quarter of the window's
     observations (or two) hold it: a line or a word many observations repeat names no key.
-    A word with a digit in it (an id, a number) may be held by three, as long as not every
-    one of the window holds it: a key set once and updated twice. None of them when
-    extraction is shown no heads (``PMEM_EXTRACTION_HEADS=0``): then nothing is gained by
-    waiting."""
+    A word with a digit in it (an id, a number) may be held by half of them (or three), as
+    long as not every one holds it: a key set once and updated again and again. None of
+    them when extraction is shown no heads (``PMEM_EXTRACTION_HEADS=0``): then nothing is
+    gained by waiting."""
     if int(settings.PMEM_EXTRACTION_HEADS) <= 0:
         return [[] for _ in line]
     words = [_words(e) for e in line]
     df = Counter(w for ws in words for w in ws)
-    most = max(2, len(line) // 4)
+    most, most_of_ids = max(2, len(line) // 4), max(3, len(line) // 2)
 
     def distinctive(word: str) -> bool:
         held = df[word]
-        return held <= most or (held <= 3 and held < len(line)
+        return held <= most or (held <= most_of_ids and held < len(line)
                                 and any(c.isdigit() for c in word))
 
     named = [_key_words(e) for e in line]

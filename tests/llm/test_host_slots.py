@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import os
 import signal
 import subprocess
@@ -11,14 +12,14 @@ import textwrap
 import threading
 from pathlib import Path
 
-from memory.llm.hostslots import HostSemaphore
+from memory.llm.hostslots import URGENCY, HostSemaphore
 from tests.llm.test_llm_client import extraction_call
 from tests.support.scripted_llm import ScriptedLLM
 
 _CHILD = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from memory.llm.hostslots import HostSemaphore
+    from memory.llm.hostslots import URGENCY, HostSemaphore
     sem = HostSemaphore(Path(sys.argv[1]), int(sys.argv[2]))
     if sys.argv[3] == "try":
         print("taken" if sem.acquire(timeout=0.2) else "refused", flush=True)
@@ -125,3 +126,32 @@ def test_clients_in_two_processes_share_one_cap(make_client, scripted_llm: Scrip
     assert os.waitstatus_to_exitcode(status) == 0
     assert scripted_llm.counts["extraction"] == 8
     assert scripted_llm.max_in_flight == 2
+
+
+def test_the_most_urgent_waiter_of_a_process_takes_the_next_slot(tmp_path: Path) -> None:
+    sem = HostSemaphore(tmp_path, 1)
+    sem.acquire()
+    order: list[str] = []
+    waiting = threading.Barrier(4)
+
+    def wait_as(name: str, urgency: tuple[int, ...]) -> None:
+        URGENCY.set(urgency)
+        waiting.wait()
+        sem.acquire()
+        order.append(name)
+        sem.release()
+
+    threads = []
+    for name, urgency in (("ordinary-old", (1, 5)), ("ordinary-new", (1, 9)),
+                          ("awaited", (0, 7))):
+        thread = threading.Thread(target=contextvars.copy_context().run,
+                                  args=(wait_as, name, urgency))
+        thread.start()
+        threads.append(thread)
+    waiting.wait()
+    while len(sem._waiting) < 3:  # noqa: SLF001 - every waiter has queued
+        threading.Event().wait(0.01)
+    sem.release()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert order == ["awaited", "ordinary-old", "ordinary-new"]

@@ -15,7 +15,7 @@ from memory.services.shown import awaited_in, by_urgency, related_in_line
 
 def test_the_pool_runs_the_least_urgency_first_and_ties_in_submission_order() -> None:
     pool = PriorityPool(1, "test-pool")
-    gate, ran = threading.Event(), []
+    gate, ran = threading.Event(), list[str]()
     blocker = pool.submit((0,), gate.wait, 10)  # holds the only thread while the rest queue
     futures = [pool.submit(urgency, ran.append, name) for urgency, name in
                [((2, 1), "c"), ((1, 9), "b"), ((2, 0), "d-before-c"), ((1, 9), "b-again")]]
@@ -27,7 +27,7 @@ def test_the_pool_runs_the_least_urgency_first_and_ties_in_submission_order() ->
 
 def test_a_call_cancelled_before_it_starts_never_runs_and_a_failure_reaches_its_future() -> None:
     pool = PriorityPool(1, "test-pool")
-    gate, ran = threading.Event(), []
+    gate, ran = threading.Event(), list[str]()
     pool.submit((0,), gate.wait, 10)
     cancelled = pool.submit((1,), ran.append, "cancelled")
     failing = pool.submit((2,), lambda: 1 / 0)
@@ -68,3 +68,15 @@ def test_an_extracted_earlier_observation_relates_by_the_keys_it_named(settings:
     assert related_in_line(line)[1] == [1]  # its text shares no id, its key does
     settings.PMEM_EXTRACTION_HEADS = 0
     assert related_in_line(line) == [[], []]  # nothing shown, nothing worth waiting for
+
+
+def test_an_urgent_call_gets_a_reserved_thread_while_every_other_one_is_busy() -> None:
+    pool = PriorityPool(1, "test-pool", extra=1)
+    gate = threading.Event()
+    pool.submit((1, 1), gate.wait, 10)  # the only ordinary thread, held
+    ordinary = pool.submit((1, 2), lambda: "ordinary")
+    urgent = pool.submit((0, 3), lambda: "urgent")
+    assert urgent.result(timeout=10) == "urgent"  # while the ordinary thread is still held
+    assert not ordinary.done()  # a reserved thread takes urgent calls only
+    gate.set()
+    assert ordinary.result(timeout=10) == "ordinary"

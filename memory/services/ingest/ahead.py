@@ -44,6 +44,7 @@ from django.db import InterfaceError, OperationalError, connection
 
 from memory import metrics
 from memory.domain import UNSETTLED_STATES, normalize_key
+from memory.llm.hostslots import URGENCY
 from memory.models import Evidence
 
 from ..basis import basis_holds
@@ -271,10 +272,10 @@ class _Line:
 
     def _submit(self, urgency: tuple[bool, int], job: Callable[..., T],
                 *args: object) -> Future[T]:
-        """Run ``job`` on a pool thread, before the pool's queued jobs of greater ``urgency``
-        (an observation a later one waits for, then the oldest: memory.services.ingest.threads)."""
-        return pool("plan" if job is _planned else "extract").submit(
-            urgency, contextvars.copy_context().run, job, *args)
+        """Run ``job`` (and its model calls) before less urgent ones: memory.services.ingest.threads."""
+        rank, context = (int(urgency[0]), urgency[1]), contextvars.copy_context()
+        context.run(URGENCY.set, rank)
+        return pool("plan" if job is _planned else "extract").submit(rank, context.run, job, *args)
 
     def _collect(self) -> None:
         """Move finished extractions along. One that failed for the model stays failed

@@ -42,31 +42,42 @@ def depth(width: int) -> int:
 
 class PriorityPool:
     """``size`` daemon threads running submitted calls, the least ``urgency`` first (ties in
-    order of submission). A future cancelled before its call starts is skipped."""
+    order of submission). A future cancelled before its call starts is skipped.
 
-    def __init__(self, size: int, name: str) -> None:
-        self.size, self.name = size, name
+    ``extra`` threads more take urgent calls only (``urgency[0] == 0``): the pool's other
+    threads may all be waiting for the host's slots with calls that only keep the server
+    busy (memory.llm.hostslots); an urgent call goes before those there (``URGENCY``), but
+    only once a thread has taken it."""
+
+    def __init__(self, size: int, name: str, extra: int = 0) -> None:
+        self.size, self.name, self.extra = size, name, extra
         self._cond = threading.Condition()
         self._queue: list[tuple[Urgency, int, Future[Any], Callable[..., Any], tuple[Any, ...]]] = []
         self._order = itertools.count()
         self._threads: list[threading.Thread] = []
+        self._reserved: list[threading.Thread] = []
 
     def submit(self, urgency: Urgency, fn: Callable[..., T], *args: Any) -> Future[T]:
         future: Future[T] = Future()
         with self._cond:
             heapq.heappush(self._queue, (urgency, next(self._order), future, fn, args))
             if len(self._threads) < self.size:
-                thread = threading.Thread(target=self._work, daemon=True,
-                                          name=f"{self.name}-{len(self._threads)}")
-                self._threads.append(thread)
-                thread.start()
-            self._cond.notify()
+                self._start(self._threads, urgent_only=False)
+            elif urgency[:1] == (0,) and len(self._reserved) < self.extra:
+                self._start(self._reserved, urgent_only=True)
+            self._cond.notify_all()
         return future
 
-    def _work(self) -> None:
+    def _start(self, threads: list[threading.Thread], *, urgent_only: bool) -> None:
+        thread = threading.Thread(target=self._work, args=(urgent_only,), daemon=True,
+                                  name=f"{self.name}-{len(self._threads) + len(self._reserved)}")
+        threads.append(thread)
+        thread.start()
+
+    def _work(self, urgent_only: bool) -> None:
         while True:
             with self._cond:
-                while not self._queue:
+                while not self._queue or (urgent_only and self._queue[0][0][:1] != (0,)):
                     self._cond.wait()
                 _, _, future, fn, args = heapq.heappop(self._queue)
             if not future.set_running_or_notify_cancel():
@@ -86,5 +97,6 @@ def pool(kind: Literal["extract", "plan"]) -> PriorityPool:
     with _lock:
         made = _pools.get(kind)
         if made is None or made[0] != os.getpid() or made[1] != size:
-            made = _pools[kind] = (os.getpid(), size, PriorityPool(size, f"pmem-{kind}"))
+            made = _pools[kind] = (os.getpid(), size, PriorityPool(
+                size, f"pmem-{kind}", extra=width // 2 if kind == "extract" else 0))
         return made[2]
