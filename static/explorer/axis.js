@@ -23,10 +23,18 @@ export function ticks(startIso, endIso, most = 6) {
   const b = parse(endIso);
   if (!a || !b || b <= a) return a ? [{ at: 0, text: label(a, S, true) + " UTC" }] : [];
   const span = b - a;
-  const step = STEPS.find((s) => span / s <= most) || STEPS[STEPS.length - 1];
+  // Round instants of a step that fall on the axis; the finest step with at most `most`, but
+  // never fewer than two while a finer step has two (a span of 1.5 steps may hold only one).
+  const count = (s) => Math.floor(b / s) - Math.ceil(a / s) + 1;
+  let i = STEPS.findIndex((s) => count(s) <= most);
+  if (i < 0) i = STEPS.length - 1;
+  while (i > 0 && count(STEPS[i]) < 2) i -= 1;
+  const step = STEPS[i];
+  const every = Math.max(1, Math.ceil(count(step) / most)); // a finer step's extra ticks left out
   const out = [];
   let lastDay = "";
-  for (let t = Math.ceil(a / step) * step; t <= b; t += step) {
+  for (let t = Math.ceil(a / step) * step, n = 0; t <= b; t += step, n += 1) {
+    if (n % every) continue;
     const d = new Date(t);
     const day = d.toISOString().slice(0, 10);
     out.push({ at: (t - a) / span, text: label(d, step, day !== lastDay) + (out.length ? "" : " UTC") });
