@@ -69,11 +69,20 @@ def observation_vectors(*, text: str, facts: list[dict[str, Any]]) -> Observatio
     A *cheap* embedder (the built-in hashing one: local, deterministic, microseconds per
     text) embeds only the evidence text here: the commit computes the vectors it needs on the
     spot (:func:`commit_vectors`), which costs less than shipping them through the database.
-    A *deferred* embedder (the local semantic one: milliseconds per text) embeds nothing here:
-    the observation and the cells it moves are embedded in the background after the commit."""
+    A *deferred* embedder (the local semantic one: milliseconds per text) embeds only the
+    facts' keys here, which soft identity compares with the registered ones when the
+    observation is planned: on the extraction's thread, off the path of the line's head, whose
+    plan would otherwise wait on them (the commit also installs a new cell's key vector from
+    them); the observation and the cells it moves are embedded in the background after it."""
     embedder = embedder_from_settings()
     if getattr(embedder, "deferred", False):
-        return ObservationVectors(None, {}, 0)
+        keys = list(dict.fromkeys(key_text(k) for k in (normalize_key(str(f.get("key") or ""))
+                                                        for f in facts) if k))
+        if not keys:
+            return ObservationVectors(None, {}, 0)
+        vectors, calls = embed_batch(keys)
+        return ObservationVectors(None, {t: pack_vector(v) for t, v in zip(keys, vectors,
+                                                                          strict=True)}, calls)
     if getattr(embedder, "cheap", False):
         vectors, calls = embed_batch([text] if text else [])
         return ObservationVectors(vectors[0] if text else None, {}, calls)

@@ -9,9 +9,16 @@ from typing import Any
 
 import pytest
 
+from memory.domain.render import key_text
 from memory.llm.client import endpoint_forms
-from memory.models import Namespace, Operation
-from memory.services import observations_ingest
+from memory.llm.embedding import embed_batch
+from memory.models import Cell, Evidence, Namespace, Operation
+from memory.services import (
+    namespace_drain,
+    observation_extract,
+    observation_record,
+    observations_ingest,
+)
 from tests.support.scripted_llm import ScriptedLLM, scripted_llm  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -119,3 +126,23 @@ def test_the_observation_a_later_one_waits_for_is_extracted_first(model, setting
     first = next(i for i, text in enumerate(asked) if "shelf 4" in text)
     assert first < 3, f"the awaited observation was asked for {first + 1}th: {asked}"
     assert model.counts["annotation"] == 0
+
+
+def test_with_the_semantic_embedder_extraction_embeds_the_keys_the_plan_compares(model,
+                                                                                 settings):
+    # The plan's soft identity compares each new key with the registered ones: their vectors
+    # are made on the extraction's thread, so the head's plan does not wait on MiniLM.
+    settings.PMEM_EMBEDDER = "minilm"
+    ns = Namespace.objects.create(name="keys-at-extraction")
+    recorded = observation_record(namespace=ns, text=f"{PREAMBLE}\nmug_1_location = shelf 4")
+    observation_extract(evidence_id=recorded.evidence.pk)
+
+    extracted = Evidence.objects.get(pk=recorded.evidence.pk).extracted
+    assert set(extracted["vectors"]) == {key_text("mug_1_location")}
+    namespace_drain(namespace_id=ns.pk)
+
+    evidence = Evidence.objects.get(pk=recorded.evidence.pk)
+    assert evidence.state == Evidence.State.COMMITTED
+    cell = Cell.objects.get(namespace=ns, key="mug_1_location")
+    expected = embed_batch([key_text("mug_1_location")])[0][0]
+    assert max(abs(a - b) for a, b in zip(cell.key_embedding, expected, strict=True)) < 1e-5
