@@ -88,6 +88,8 @@ class HostSemaphore:
     def acquire(self, timeout: float | None = None) -> bool:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
+            if self._pid != os.getpid():  # a forked child: its parent's waiters are not its own
+                self._waiting = []
             me = (URGENCY.get(), next(self._tickets))
             heapq.heappush(self._waiting, me)
             try:

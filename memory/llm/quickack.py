@@ -89,4 +89,5 @@ def http_client() -> httpx2.Client:
     """The SDK's default client (its timeouts, limits and redirects) on
     :class:`QuickAckTransport`. Proxies named in the environment still apply: httpx2 mounts
     its own transports for them."""
-    return openai.DefaultHttpxClient(transport=QuickAckTransport(limits=openai.DEFAULT_CONNECTION_LIMITS))
+    transport = QuickAckTransport(limits=openai.DEFAULT_CONNECTION_LIMITS)
+    return openai.DefaultHttpxClient(transport=transport)

@@ -12,6 +12,7 @@ the background (memory.services.embeddings).
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,9 @@ import numpy as np
 from memory.domain import normalize_key
 from memory.domain.render import embedding_text, key_text
 
-from .embedding import embed_batch, embedder_from_settings
+from .embedding import EmbeddingError, embed_batch, embedder_from_settings
+
+log = logging.getLogger("pmem.llm")
 
 #: A vector as the commit carries it: a list, or a (read-only) numpy array of the embedder's.
 Vector = Sequence[float] | np.ndarray
@@ -80,7 +83,11 @@ def observation_vectors(*, text: str, facts: list[dict[str, Any]]) -> Observatio
                                                         for f in facts) if k))
         if not keys:
             return ObservationVectors(None, {}, 0)
-        vectors, calls = embed_batch(keys)
+        try:
+            vectors, calls = embed_batch(keys)
+        except EmbeddingError as exc:  # the plan embeds them (or skips soft identity) as before
+            log.warning("keys left to the plan to embed: %s", exc)
+            return ObservationVectors(None, {}, 0)
         return ObservationVectors(None, {t: pack_vector(v) for t, v in zip(keys, vectors,
                                                                           strict=True)}, calls)
     if getattr(embedder, "cheap", False):

@@ -48,9 +48,11 @@ def _words(evidence: Evidence) -> frozenset[str]:
     return _terms(f"{evidence.text}\n{keys}")
 
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=512)
 def _terms(text: str) -> frozenset[str]:
-    # The drain asks again for the same window's texts each time it tops the window up.
+    # The drain asks again for the same window's texts each time it tops the window up (a
+    # process drains at most 1 + PMEM_MODEL_CONCURRENCY windows of 32 at once); the bound
+    # keeps what long texts the cache holds to a few tens of megabytes.
     return frozenset(query_terms(text))
 
 
@@ -117,7 +119,7 @@ def by_urgency(line: Sequence[Evidence], awaited: set[int]) -> list[int]:
 
 
 def shown_in_line(earlier: list[int], planning: dict[int, Future[Prepared | None]],
-           extracted: dict[int, Evidence | None]) -> list[Ahead] | None:
+                  extracted: dict[int, Evidence | None]) -> list[Ahead] | None:
     """What extraction is shown of the ``earlier`` observations of a line: each one's plan
     when it is made, else its facts as accepted (a guess the commit checks like any head
     shown); None while one is not extracted yet."""

@@ -132,25 +132,23 @@ def test_the_most_urgent_waiter_of_a_process_takes_the_next_slot(tmp_path: Path)
     sem = HostSemaphore(tmp_path, 1)
     sem.acquire()
     order: list[str] = []
-    waiting = threading.Barrier(4)
 
     def wait_as(name: str, urgency: tuple[int, ...]) -> None:
         URGENCY.set(urgency)
-        waiting.wait()
         sem.acquire()
         order.append(name)
         sem.release()
 
     threads = []
-    for name, urgency in (("ordinary-old", (1, 5)), ("ordinary-new", (1, 9)),
+    # They queue least urgent first, so first come first served would give the reverse.
+    for name, urgency in (("ordinary-new", (1, 9)), ("ordinary-old", (1, 5)),
                           ("awaited", (0, 7))):
         thread = threading.Thread(target=contextvars.copy_context().run,
                                   args=(wait_as, name, urgency))
         thread.start()
         threads.append(thread)
-    waiting.wait()
-    while len(sem._waiting) < 3:  # noqa: SLF001 - every waiter has queued
-        threading.Event().wait(0.01)
+        while len(sem._waiting) < len(threads):  # noqa: SLF001 - it has queued
+            threading.Event().wait(0.01)
     sem.release()
     for thread in threads:
         thread.join(timeout=10)

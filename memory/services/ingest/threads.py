@@ -9,8 +9,8 @@ Both kinds share the host's cap on calls in flight (memory.llm.hostslots).
 Extractions are taken in order of urgency, not of submission (:class:`PriorityPool`): each
 line of the process submits its next observations as it sees them, so in first-in first-out
 order an observation that arrived first, or one a later observation waits for, would queue
-behind whatever other lines submitted before it — at eight namespaces the stream's end
-waited on chains whose first link was extracted last.
+behind whatever other lines submitted before it, and a stream would end on a chain of calls
+made one after the other, its first link started last.
 """
 
 from __future__ import annotations
